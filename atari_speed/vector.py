@@ -1,0 +1,510 @@
+"""N envs stepped together, through one interface with three execution backends.
+
+- ``sync``: the envs stepped in this process, one after another;
+- ``subprocess``: envs split over worker processes; every array (actions, observations,
+  rewards, flags, episode statistics) lives in one shared-memory block allocated once, and
+  the pipes carry only one-word commands. ``sync`` runs the very same ``step_envs``
+  function in-process, so it is the serial mode of ``subprocess``;
+- ``ale``: ale-py's native C++ ``AtariVectorEnv``, with the pipeline's stages mapped onto
+  its options (a stage it cannot express is refused by name).
+
+All three follow gymnasium's vector API with ``SAME_STEP`` autoreset: when env i's episode
+ends, ``obs[i]`` is already the first observation of the next one, the last observation
+of the ended one is ``infos["final_obs"][i]`` (valid where ``infos["_final_obs"][i]``), and
+when a whole *game* ends (not just a life) ``infos["episode"]`` holds its unclipped score
+``r``, agent steps ``l`` and emulator ``frames``, valid where ``infos["_episode"][i]``.
+
+The arrays returned by ``reset`` and ``step`` are the env's own buffers, overwritten by the
+next call: copy what you keep. That is what lets the subprocess backend move no pixels
+through pipes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import traceback
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from multiprocessing.connection import Connection, wait
+from multiprocessing.shared_memory import SharedMemory
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from atari_speed.errors import ConfigError, WorkerError
+from atari_speed.pipeline import make_env, resolve_game, resolve_pipeline
+from atari_speed.wrappers import StackedFrames
+
+PipelineArg = str | Path | Mapping[str, Any]
+
+
+@dataclass
+class StepBuffers:
+    """Every per-step array of N envs. Allocated once; in shared memory for subprocesses."""
+
+    obs: np.ndarray
+    final_obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    game_over: np.ndarray
+    game_reward: np.ndarray
+    game_steps: np.ndarray
+    game_frames: np.ndarray
+
+    @staticmethod
+    def layout(num_envs: int, obs_shape: tuple[int, ...]) -> list[tuple[str, tuple, str]]:
+        n = (num_envs,)
+        return [
+            ("obs", n + obs_shape, "uint8"),
+            ("final_obs", n + obs_shape, "uint8"),
+            ("actions", n, "int64"),
+            ("rewards", n, "float32"),
+            ("terminated", n, "bool"),
+            ("truncated", n, "bool"),
+            ("game_over", n, "bool"),
+            ("game_reward", n, "float64"),
+            ("game_steps", n, "int64"),
+            ("game_frames", n, "int64"),
+        ]
+
+    @classmethod
+    def nbytes(cls, num_envs: int, obs_shape: tuple[int, ...]) -> int:
+        layout = cls.layout(num_envs, obs_shape)
+        return sum(_aligned(int(np.prod(s)) * np.dtype(d).itemsize) for _, s, d in layout)
+
+    @classmethod
+    def over(cls, buffer: Any, num_envs: int, obs_shape: tuple[int, ...]) -> StepBuffers:
+        """View the arrays over ``buffer`` (a bytearray or a SharedMemory's ``buf``)."""
+        arrays, offset = {}, 0
+        for name, shape, dtype in cls.layout(num_envs, obs_shape):
+            arrays[name] = np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
+            offset += _aligned(int(np.prod(shape)) * np.dtype(dtype).itemsize)
+        return cls(**arrays)
+
+    def release(self) -> None:
+        """Drop the views so the shared-memory block can be closed."""
+        for f in fields(self):
+            setattr(self, f.name, None)
+
+
+def _aligned(nbytes: int) -> int:
+    return (nbytes + 63) // 64 * 64
+
+
+def _write(dst: np.ndarray, obs: Any) -> None:
+    if isinstance(obs, StackedFrames):
+        obs.write_into(dst)
+    else:
+        dst[...] = obs
+
+
+def reset_envs(envs: Sequence[gym.Env], buf: StepBuffers, first: int, seeds: Sequence) -> None:
+    """Reset envs ``first..first+len(envs)-1`` of the batch into ``buf``."""
+    for j, env in enumerate(envs):
+        obs, _ = env.reset(seed=seeds[j])
+        _write(buf.obs[first + j], obs)
+    buf.game_over[first : first + len(envs)] = False
+
+
+def step_envs(envs: Sequence[gym.Env], buf: StepBuffers, first: int) -> None:
+    """Step envs ``first..`` with ``buf.actions``, autoresetting those whose episode ends.
+
+    The one stepping routine: the sync backend calls it in-process, subprocess workers
+    call it on their slice of the shared buffers.
+    """
+    for j, env in enumerate(envs):
+        i = first + j
+        obs, reward, terminated, truncated, info = env.step(int(buf.actions[i]))
+        buf.rewards[i], buf.terminated[i], buf.truncated[i] = reward, terminated, truncated
+        game = info.get("episode")
+        buf.game_over[i] = game is not None
+        if game is not None:
+            buf.game_reward[i], buf.game_steps[i], buf.game_frames[i] = (
+                game["r"], game["l"], game["frames"]
+            )
+        if terminated or truncated:
+            _write(buf.final_obs[i], obs)
+            obs, _ = env.reset()
+        _write(buf.obs[i], obs)
+
+
+class VectorEnv(gym.vector.VectorEnv):
+    """What the three backends share: spaces, buffers, and the ``infos`` they report."""
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012
+
+    def _setup(self, num_envs: int, obs_space: gym.spaces.Box, num_actions: int) -> None:
+        self.num_envs = num_envs
+        self.single_observation_space = obs_space
+        self.single_action_space = gym.spaces.Discrete(num_actions)
+        self.observation_space = gym.vector.utils.batch_space(obs_space, num_envs)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+
+    def _infos(self, buf: StepBuffers) -> dict[str, Any]:
+        ended = buf.terminated | buf.truncated
+        infos: dict[str, Any] = {}
+        if ended.any():
+            infos["final_obs"], infos["_final_obs"] = buf.final_obs, ended
+        if buf.game_over.any():
+            infos["episode"] = {
+                "r": buf.game_reward.copy(),
+                "l": buf.game_steps.copy(),
+                "frames": buf.game_frames.copy(),
+            }
+            infos["_episode"] = buf.game_over.copy()
+        return infos
+
+    def _seeds(self, seed: int | None) -> list[int | None]:
+        return [None if seed is None else seed + i for i in range(self.num_envs)]
+
+
+class SyncVectorEnv(VectorEnv):
+    """The envs stepped one after another in this process."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]) -> None:
+        self.envs = [fn() for fn in env_fns]
+        first = self.envs[0]
+        self._setup(len(self.envs), first.observation_space, int(first.action_space.n))
+        shape = first.observation_space.shape
+        self.buf = StepBuffers.over(
+            bytearray(StepBuffers.nbytes(self.num_envs, shape)), self.num_envs, shape
+        )
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        reset_envs(self.envs, self.buf, 0, self._seeds(seed))
+        return self.buf.obs, {}
+
+    def step(self, actions: np.ndarray):
+        self.buf.actions[:] = actions
+        step_envs(self.envs, self.buf, 0)
+        b = self.buf
+        return b.obs, b.rewards, b.terminated, b.truncated, self._infos(b)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def _worker(
+    index: int,
+    pipeline: dict[str, Any],
+    game: str,
+    first: int,
+    count: int,
+    num_envs: int,
+    obs_shape: tuple[int, ...],
+    shm_name: str,
+    conn: Connection,
+) -> None:
+    """Env worker: builds its envs, then steps them on command into shared memory."""
+    shm = buf = None
+    try:
+        envs = [make_env(pipeline, game) for _ in range(count)]
+        shm = SharedMemory(name=shm_name, track=False)
+        buf = StepBuffers.over(shm.buf, num_envs, obs_shape)
+        conn.send(("ready", None))
+        while True:
+            command, payload = conn.recv()  # EOFError when the parent is gone: exit
+            if command == "step":
+                step_envs(envs, buf, first)
+            elif command == "reset":
+                reset_envs(envs, buf, first, payload)
+            elif command == "close":
+                conn.send(("ok", None))
+                break
+            conn.send(("ok", None))
+    except (EOFError, KeyboardInterrupt, BrokenPipeError):
+        pass
+    except Exception:
+        try:
+            conn.send(("error", traceback.format_exc()))
+        except (OSError, BrokenPipeError):
+            pass
+    finally:
+        if buf is not None:
+            buf.release()
+        if shm is not None:
+            shm.close()
+
+
+class SubprocessVectorEnv(VectorEnv):
+    """Envs in ``num_workers`` processes, all data in one shared-memory block.
+
+    A worker that raises or dies is reported as a ``WorkerError`` naming it; every wait
+    has a timeout (``timeout`` seconds), and ``close`` always joins or kills the workers.
+    """
+
+    def __init__(
+        self,
+        pipeline: dict[str, Any],
+        game: str,
+        num_envs: int,
+        num_workers: int | None = None,
+        timeout: float = 60.0,
+        start_method: str = "spawn",
+    ) -> None:
+        probe = make_env(pipeline, game)
+        self._setup(num_envs, probe.observation_space, int(probe.action_space.n))
+        probe.close()
+        shape = self.single_observation_space.shape
+        self.timeout = timeout
+        self.shm = SharedMemory(create=True, size=StepBuffers.nbytes(num_envs, shape))
+        self.buf = StepBuffers.over(self.shm.buf, num_envs, shape)
+        self.workers: list[mp.Process] = []
+        self.conns: list[Connection] = []
+        self.closed = False
+        num_workers = min(num_envs, num_workers or os.cpu_count() or 1)
+        splits = np.array_split(np.arange(num_envs), num_workers)
+        ctx = mp.get_context(start_method)
+        try:
+            for index, ids in enumerate(splits):
+                parent, child = ctx.Pipe()
+                args = (index, pipeline, game, int(ids[0]), len(ids), num_envs, shape,
+                        self.shm.name, child)
+                proc = ctx.Process(target=_worker, args=args, daemon=True,
+                                   name=f"atari-speed-env-worker-{index}")
+                proc.start()
+                child.close()
+                self.workers.append(proc)
+                self.conns.append(parent)
+            self._gather("start")
+        except BaseException:
+            self.close(terminate=True)
+            raise
+
+    def _gather(self, what: str) -> None:
+        """Wait for every worker's reply; raise WorkerError for one that fails or dies."""
+        pending = dict(enumerate(self.conns))
+        sentinels = {p.sentinel: i for i, p in enumerate(self.workers)}
+        while pending:
+            ready = wait([*pending.values(), *sentinels], timeout=self.timeout)
+            if not ready:
+                raise WorkerError(
+                    f"env worker {min(pending)} gave no answer to {what} in {self.timeout:.0f} s"
+                )
+            for obj in ready:
+                if obj in sentinels:
+                    index = sentinels[obj]
+                    if index in pending and not pending[index].poll():
+                        code = self.workers[index].exitcode
+                        raise WorkerError(
+                            f"env worker {index} (pid {self.workers[index].pid}) died during "
+                            f"{what} with exit code {code}"
+                        )
+                    continue
+                index = self.conns.index(obj)
+                try:
+                    status, payload = obj.recv()
+                except EOFError:
+                    continue  # its sentinel reports the death
+                if status == "error":
+                    last = payload.strip().splitlines()[-1]
+                    raise WorkerError(f"env worker {index} failed during {what}: {last}\n{payload}")
+                del pending[index]
+
+    def _command(self, command: str, payloads: Sequence[Any] | None = None) -> None:
+        if self.closed:
+            raise WorkerError("the vector env is closed")
+        for i, conn in enumerate(self.conns):
+            conn.send((command, None if payloads is None else payloads[i]))
+        self._gather(command)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        seeds = self._seeds(seed)
+        splits = np.array_split(np.arange(self.num_envs), len(self.workers))
+        self._command("reset", [[seeds[i] for i in ids] for ids in splits])
+        return self.buf.obs, {}
+
+    def step(self, actions: np.ndarray):
+        self.buf.actions[:] = actions
+        self._command("step")
+        b = self.buf
+        return b.obs, b.rewards, b.terminated, b.truncated, self._infos(b)
+
+    def close(self, terminate: bool = False, **kwargs: Any) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for proc, conn in zip(self.workers, self.conns, strict=False):
+            if not terminate and proc.is_alive():
+                try:
+                    conn.send(("close", None))
+                except (OSError, BrokenPipeError):
+                    pass
+        for proc in self.workers:
+            proc.join(timeout=0 if terminate else 5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
+        for conn in self.conns:
+            conn.close()
+        self.buf.release()
+        self.shm.close()
+        self.shm.unlink()
+
+    def __del__(self) -> None:
+        if getattr(self, "workers", None) is not None and not getattr(self, "closed", True):
+            self.close(terminate=True)
+
+
+class AleVectorEnv(VectorEnv):
+    """ale-py's native C++ vector env, configured from the pipeline's stages.
+
+    The stages map onto its options; ClipReward is applied here in numpy so the whole-game
+    score stays unclipped. ALE does its own resize (WarpFrame's ``backend`` is not used),
+    and after a life loss it keeps playing without the NOOP and FIRE that EpisodicLife and
+    FireReset add on the other backends.
+    """
+
+    def __init__(
+        self, pipeline: dict[str, Any], game: str, num_envs: int, num_threads: int = 0
+    ) -> None:
+        from ale_py.vector_env import AtariVectorEnv
+
+        rom = resolve_game(game)
+        if "-v" in rom:
+            raise ConfigError(f"ale backend: give a game name such as 'pong', not the id {rom!r}")
+        options = ale_options(pipeline)
+        self.clip = options.pop("clip")
+        self.skip = options["frameskip"]
+        self.ale = AtariVectorEnv(
+            rom,
+            num_envs,
+            num_threads=num_threads,
+            autoreset_mode=AutoresetMode.SAME_STEP,
+            repeat_action_probability=pipeline["repeat_action_probability"],
+            episodic_life=False,
+            reward_clipping=False,
+            **options,
+        )
+        self._setup(num_envs, self.ale.single_observation_space, self.ale.single_action_space.n)
+        self.buf = StepBuffers.over(
+            bytearray(StepBuffers.nbytes(num_envs, self.single_observation_space.shape)),
+            num_envs,
+            self.single_observation_space.shape,
+        )
+        self._prev_frame = np.zeros(num_envs, dtype=np.int64)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        obs, info = self.ale.reset(seed=seed)
+        self.buf.game_reward[:] = 0
+        self.buf.game_steps[:] = 0
+        self._prev_frame[:] = info["episode_frame_number"]
+        return obs, {}
+
+    def step(self, actions: np.ndarray):
+        obs, reward, terminated, truncated, info = self.ale.step(np.asarray(actions, np.int32))
+        b = self.buf
+        b.game_reward += reward
+        b.game_steps += 1
+        frame = info["episode_frame_number"]
+        # A life loss ends the training episode but the game plays on; a finished game
+        # restarts, which shows as the episode frame counter going back.
+        b.game_over[:] = truncated | (terminated & (frame < self._prev_frame))
+        b.game_frames[:] = self._prev_frame + self.skip
+        self._prev_frame[:] = frame
+        b.terminated[:], b.truncated[:] = terminated, truncated
+        b.rewards[:] = np.sign(reward) if self.clip else reward
+        infos = self._infos(b)
+        if "final_obs" in info:
+            infos["final_obs"] = info["final_obs"]
+        b.game_reward[b.game_over] = 0
+        b.game_steps[b.game_over] = 0
+        return obs, b.rewards, b.terminated, b.truncated, infos
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.ale.close()
+
+
+# Pipeline stage -> AtariVectorEnv options. Order: ALE resets with no-ops, skips and
+# pools, then resizes and stacks, so stages must come in that order to be expressible.
+_ALE_ORDER = ("NoopReset", "MaxAndSkip", "WarpFrame", "FrameStack")
+
+
+def ale_options(pipeline: dict[str, Any]) -> dict[str, Any]:
+    """Map a resolved pipeline onto AtariVectorEnv's options, or refuse naming the stage."""
+    stages = {s["wrapper"]: s for s in pipeline["stages"]}
+    names = [s["wrapper"] for s in pipeline["stages"]]
+    where = f"pipeline {pipeline['name']!r} on the ale backend"
+    for name in ("WarpFrame", "FrameStack"):
+        if name not in stages:
+            raise ConfigError(f"{where}: needs a {name} stage (ALE always resizes and stacks)")
+    ordered = [n for n in names if n in _ALE_ORDER]
+    if ordered != [n for n in _ALE_ORDER if n in stages]:
+        raise ConfigError(
+            f"{where}: stage order {' -> '.join(ordered)} cannot be expressed; ALE applies "
+            f"{' -> '.join(_ALE_ORDER)}"
+        )
+    warp = stages["WarpFrame"]
+    if not warp["grayscale"]:
+        raise ConfigError(
+            f"{where}: stage {names.index('WarpFrame') + 1} (WarpFrame) grayscale=false is "
+            "not supported (ALE stacks RGB channel-last); use another backend"
+        )
+    skip = stages.get("MaxAndSkip", {"skip": 1, "max_pool": False})
+    return {
+        "noop_max": stages.get("NoopReset", {"noop_max": 0})["noop_max"],
+        "frameskip": skip["skip"],
+        "maxpool": skip["max_pool"],
+        "life_loss_info": "EpisodicLife" in stages,
+        "use_fire_reset": "FireReset" in stages,
+        "img_width": warp["width"],
+        "img_height": warp["height"],
+        "grayscale": True,
+        "stack_num": stages["FrameStack"]["k"],
+        "clip": "ClipReward" in stages,
+    }
+
+
+VECTOR_BACKENDS = ("sync", "subprocess", "ale")
+
+
+def make_vector_env(
+    pipeline: PipelineArg,
+    game: str,
+    num_envs: int,
+    backend: str = "sync",
+    seed: int | None = None,
+    **options: Any,
+) -> VectorEnv:
+    """Build ``num_envs`` envs of one pipeline and game on an execution backend.
+
+    ``options`` go to the backend: ``num_workers``, ``timeout``, ``start_method`` for
+    ``subprocess``; ``num_threads`` for ``ale``. If worker processes cannot be started
+    here (some notebooks and sandboxes), ``subprocess`` falls back to ``sync`` with a
+    warning. ``seed`` seeds env i with ``seed + i`` at the first reset.
+    """
+    if backend not in VECTOR_BACKENDS:
+        raise ConfigError(f"env backend {backend!r}: expected one of {', '.join(VECTOR_BACKENDS)}")
+    if not isinstance(num_envs, int) or num_envs < 1:
+        raise ConfigError(f"num_envs = {num_envs!r}: expected an integer >= 1")
+    resolved = resolve_pipeline(pipeline)
+    resolve_game(game)
+    if backend == "ale":
+        env: VectorEnv = AleVectorEnv(resolved, game, num_envs, **options)
+    elif backend == "subprocess":
+        try:
+            env = SubprocessVectorEnv(resolved, game, num_envs, **options)
+        except (OSError, EOFError) as err:
+            warnings.warn(
+                f"subprocess env backend could not start worker processes ({err}); "
+                "falling back to the in-process sync backend",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            env = SyncVectorEnv([lambda: make_env(resolved, game)] * num_envs)
+    else:
+        env = SyncVectorEnv([lambda: make_env(resolved, game)] * num_envs)
+    env.pipeline = resolved  # type: ignore[attr-defined]
+    env.backend = backend  # type: ignore[attr-defined]
+    if seed is not None:
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+    return env

@@ -1,0 +1,307 @@
+"""The seven classic Atari wrappers, one job each, on the gymnasium 1.x API.
+
+Semantics follow Stable-Baselines3's ``atari_wrappers`` and gymnasium's
+``AtariPreprocessing`` where those agree, and fix the known bugs:
+
+- MaxAndSkip max-pools the last two frames *actually seen* in the step, so a game that ends
+  on the first inner frame never returns a pooled frame from the previous step;
+- FireReset resets again and returns the fresh observation if the game ends while firing;
+- NoopReset resets again if a no-op ends the game;
+- EpisodicLife ends the *training* episode on a life loss, while ``GameRecorder`` (added by
+  the pipeline builder, not a stage) reports the whole game's unclipped reward and length;
+- MaxAndSkip refuses an env that already skips frames (ALE ``v5`` ids).
+
+The pipeline builder (``atari_speed.pipeline``) puts these together from a file.
+"""
+
+from __future__ import annotations
+
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from atari_speed.errors import ConfigError
+from atari_speed.imaging import IMAGE_BACKENDS
+
+NOOP = 0
+
+
+def _ale(env: gym.Env) -> Any:
+    return env.unwrapped.ale  # type: ignore[attr-defined]
+
+
+class NoopReset(gym.Wrapper):
+    """On reset, play a random number (1..noop_max) of NOOPs so start states vary.
+
+    Observation, reward and episode end are unchanged. If a NOOP ends the game, the env is
+    reset again and the remaining NOOPs are played from the fresh start.
+    """
+
+    def __init__(self, env: gym.Env, noop_max: int = 30) -> None:
+        super().__init__(env)
+        self.noop_max = noop_max
+        meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
+        if meanings[NOOP] != "NOOP":
+            raise ConfigError(f"NoopReset: action 0 of this game is {meanings[NOOP]}, not NOOP")
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        noops = int(self.unwrapped.np_random.integers(1, self.noop_max + 1))
+        for _ in range(noops):
+            obs, _, terminated, truncated, info = self.env.step(NOOP)
+            if terminated or truncated:
+                obs, info = self.env.reset()
+        return obs, info
+
+
+class MaxAndSkip(gym.Wrapper):
+    """Repeat each action ``skip`` frames and sum the rewards.
+
+    With ``max_pool`` the observation is the pixel-wise max of the last two frames seen in
+    this step (Atari sprites flicker between frames); without it, just the last frame (the
+    book's "skip without max-pool"). The episode ends as soon as an inner frame ends it.
+    """
+
+    def __init__(self, env: gym.Env, skip: int = 4, max_pool: bool = True) -> None:
+        super().__init__(env)
+        inner_skip = getattr(env.unwrapped, "_frameskip", 1)
+        if inner_skip != 1:
+            spec = env.unwrapped.spec
+            name = spec.id if spec is not None else type(env.unwrapped).__name__
+            raise ConfigError(
+                f"MaxAndSkip: {name} already skips {inner_skip} frames per step; adding "
+                f"skip={skip} would skip {inner_skip} x {skip}. Use a game name such as "
+                f"'pong' or a NoFrameskip id, or drop the MaxAndSkip stage."
+            )
+        self.skip = skip
+        self.max_pool = max_pool
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        total = 0.0
+        previous = obs = None
+        for _ in range(self.skip):
+            # Only frames seen in *this* step are ever pooled: a buffer kept across steps
+            # would pool a stale frame when the game ends on an early inner frame.
+            previous = obs
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            total += float(reward)
+            if terminated or truncated:
+                break
+        if self.max_pool and previous is not None:
+            obs = np.maximum(previous, obs)
+        return obs, total, terminated, truncated, info
+
+
+class EpisodicLife(gym.Wrapper):
+    """End the training episode when a life is lost; reset the game only when it is over.
+
+    After a life loss, ``reset`` does not restart the game: it plays one NOOP and returns
+    from there. The reward and length the user sees (``info["episode"]``) still cover the
+    whole game, because ``GameRecorder`` sits below this wrapper.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = _ale(self.env).lives()
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        if self.game_over:
+            obs, info = self.env.reset(**kwargs)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(NOOP)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        self.game_over = False
+        self.lives = _ale(self.env).lives()
+        return obs, info
+
+
+class FireReset(gym.Wrapper):
+    """Press FIRE (then action 2) after reset, for games that wait for it to start.
+
+    If the game ends during these presses, reset again and retry, so the observation
+    returned is always that of a live game. In a game whose action 1 is not FIRE this
+    wrapper does nothing, so one pipeline file serves every game.
+    """
+
+    def __init__(self, env: gym.Env, max_tries: int = 3) -> None:
+        super().__init__(env)
+        meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
+        self.active = len(meanings) >= 3 and meanings[1] == "FIRE"
+        self.max_tries = max_tries
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        if not self.active:
+            return obs, info
+        for _ in range(self.max_tries):
+            ended = False
+            for action in (1, 2):
+                obs, _, terminated, truncated, info = self.env.step(action)
+                if terminated or truncated:
+                    ended = True
+                    break
+            if not ended:
+                return obs, info
+            obs, info = self.env.reset()
+        return obs, info
+
+
+class WarpFrame(gym.ObservationWrapper):
+    """Shrink each frame to ``height x width``, gray (``(H, W)``) or RGB (``(H, W, 3)``).
+
+    ``backend`` names a function in ``atari_speed.imaging.IMAGE_BACKENDS``.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        width: int = 84,
+        height: int = 84,
+        grayscale: bool = True,
+        backend: str = "opencv",
+    ) -> None:
+        super().__init__(env)
+        self.width, self.height, self.grayscale = width, height, grayscale
+        self.resize = IMAGE_BACKENDS[backend]
+        shape = (height, width) if grayscale else (height, width, 3)
+        self.observation_space = spaces.Box(0, 255, shape=shape, dtype=np.uint8)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return self.resize(observation, self.width, self.height, self.grayscale)
+
+
+class ClipReward(gym.RewardWrapper):
+    """Replace the reward by its sign (-1, 0, +1), so one learning rate fits every game."""
+
+    def reward(self, reward: SupportsFloat) -> float:
+        return float(np.sign(float(reward)))
+
+
+class StackedFrames:
+    """The last k frames, channel-first, without copying them until someone asks.
+
+    ``np.asarray(obs)`` gives the ``(k * C, H, W)`` uint8 array. The frames are held by
+    reference (each one a fresh array from the stage below), so the stack wrapper copies
+    no pixels per step and consecutive observations share their frames. ``write_into``
+    copies the stack straight into a caller's buffer (a batch row, shared memory).
+    """
+
+    __slots__ = ("frames", "shape")
+    dtype = np.dtype(np.uint8)
+
+    def __init__(self, frames: tuple[np.ndarray, ...]) -> None:
+        self.frames = frames
+        channels = frames[0].shape[0]
+        self.shape = (channels * len(frames), *frames[0].shape[1:])
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = np.empty(self.shape, dtype=np.uint8)
+        self.write_into(out)
+        return out if dtype is None else out.astype(dtype)
+
+    def write_into(self, out: np.ndarray) -> None:
+        channels = self.frames[0].shape[0]
+        for i, frame in enumerate(self.frames):
+            out[i * channels : (i + 1) * channels] = frame
+
+    @property
+    def newest(self) -> np.ndarray:
+        """The most recent frame, ``(C, H, W)``: what a frame-deduplicating buffer stores."""
+        return self.frames[-1]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index: Any) -> np.ndarray:
+        return np.asarray(self)[index]
+
+
+class FrameStack(gym.ObservationWrapper):
+    """Observe the last ``k`` frames, channel-first: ``(k, H, W)`` gray, ``(3k, H, W)`` RGB.
+
+    After a reset the older slots are zeros (as ptan's ``wrap_dqn``). Observations are
+    ``StackedFrames``: use ``np.asarray(obs)`` for an array.
+    """
+
+    def __init__(self, env: gym.Env, k: int = 4) -> None:
+        super().__init__(env)
+        self.k = k
+        space = env.observation_space
+        assert isinstance(space, spaces.Box) and space.dtype == np.uint8, space
+        frame_shape = space.shape if len(space.shape) == 2 else (space.shape[2], *space.shape[:2])
+        single = (1, *frame_shape) if len(frame_shape) == 2 else frame_shape
+        self._zeros = np.zeros(single, dtype=np.uint8)
+        self._zeros.flags.writeable = False
+        self._frames: tuple[np.ndarray, ...] = (self._zeros,) * k
+        self.observation_space = spaces.Box(
+            0, 255, shape=(single[0] * k, *single[1:]), dtype=np.uint8
+        )
+
+    @staticmethod
+    def _channel_first(frame: np.ndarray) -> np.ndarray:
+        return frame[np.newaxis] if frame.ndim == 2 else np.moveaxis(frame, 2, 0)
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self._frames = (self._zeros,) * self.k
+        return super().reset(**kwargs)
+
+    def observation(self, observation: np.ndarray) -> StackedFrames:
+        self._frames = (*self._frames[1:], self._channel_first(observation))
+        return StackedFrames(self._frames)
+
+
+class GameRecorder(gym.Wrapper):
+    """Not a stage: sits on the emulator and reports each whole game in ``info["episode"]``.
+
+    When the game itself ends (not a life), the step's info gets
+    ``{"r": unclipped game score, "l": agent steps, "frames": emulator frames}``. Agent
+    steps are counted by ``AgentStepCounter`` at the top of the pipeline, because only the
+    top sees one call per agent action.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.reward = 0.0
+        self.frames = 0
+        self.agent_steps = 0
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self.reward, self.frames, self.agent_steps = 0.0, 0, 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.reward += float(reward)
+        self.frames += 1
+        if terminated or truncated:
+            info = {
+                **info,
+                "episode": {"r": self.reward, "l": self.agent_steps, "frames": self.frames},
+            }
+        return obs, reward, terminated, truncated, info
+
+
+class AgentStepCounter(gym.Wrapper):
+    """Not a stage: the outermost wrapper, counting agent steps for ``GameRecorder``."""
+
+    def __init__(self, env: gym.Env, recorder: GameRecorder) -> None:
+        super().__init__(env)
+        self.recorder = recorder
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        # Counted before the inner step so the recorder's report includes this step.
+        self.recorder.agent_steps += 1
+        return self.env.step(action)
