@@ -120,7 +120,7 @@ def _check_value(where: str, name: str, value: Any, param: Param) -> Any:
         value, ok = float(value), True
     if not ok:
         raise ConfigError(
-            f"{where}: {name} = {value!r} is a {type(value).__name__}; "
+            f"{where}: {name} = {value!r} has type {type(value).__name__}; "
             f"expected {param.allowed()}"
         )
     if param.choices and value not in param.choices:

@@ -192,6 +192,23 @@ class SyncVectorEnv(VectorEnv):
             env.close()
 
 
+def _attach(name: str) -> SharedMemory:
+    """Attach to the parent's block without letting this process's exit unlink it."""
+    try:
+        return SharedMemory(name=name, track=False)  # Python >= 3.13
+    except TypeError:
+        # Older Pythons register every attachment with the resource tracker, which then
+        # unlinks the parent's block (with a warning) when the worker exits.
+        from multiprocessing import resource_tracker
+
+        register = resource_tracker.register
+        resource_tracker.register = lambda *args, **kwargs: None
+        try:
+            return SharedMemory(name=name)
+        finally:
+            resource_tracker.register = register
+
+
 def _worker(
     index: int,
     pipeline: dict[str, Any],
@@ -207,7 +224,7 @@ def _worker(
     shm = buf = None
     try:
         envs = [make_env(pipeline, game) for _ in range(count)]
-        shm = SharedMemory(name=shm_name, track=False)
+        shm = _attach(shm_name)
         buf = StepBuffers.over(shm.buf, num_envs, obs_shape)
         conn.send(("ready", None))
         while True:

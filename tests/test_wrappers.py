@@ -1,0 +1,242 @@
+"""Each wrapper on the scripted fake env (exact edge cases) and on real Pong/Breakout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from atari_speed import wrappers as w
+from atari_speed.errors import ConfigError
+from atari_speed.pipeline import make_emulator
+from tests.fakes import FakeAtari
+
+px = FakeAtari.pixel
+
+
+# ---------------------------------------------------------------- MaxAndSkip
+
+
+def test_max_and_skip_pools_the_last_two_frames_and_sums_rewards():
+    env = w.MaxAndSkip(FakeAtari(rewards={2: 1.0, 4: 2.0}), skip=4, max_pool=True)
+    env.reset()
+    obs, reward, terminated, _, _ = env.step(0)
+    assert reward == 3.0 and not terminated
+    assert env.unwrapped.t == 4
+    assert (obs == max(px(3), px(4))).all()
+    assert max(px(3), px(4)) != px(4)  # the fake makes pooling visible
+
+
+def test_max_and_skip_without_pooling_returns_the_last_frame():
+    env = w.MaxAndSkip(FakeAtari(), skip=4, max_pool=False)
+    env.reset()
+    obs, *_ = env.step(0)
+    assert (obs == px(4)).all()
+
+
+@pytest.mark.parametrize("end_frame", [5, 6, 7])
+def test_max_and_skip_never_pools_a_frame_from_the_previous_step(end_frame):
+    # Step 1 sees frames 1-4; the game ends on frame `end_frame` inside step 2.
+    env = w.MaxAndSkip(FakeAtari(game_length=end_frame), skip=4, max_pool=True)
+    env.reset()
+    env.step(0)
+    obs, _, terminated, _, _ = env.step(0)
+    assert terminated and env.unwrapped.t == end_frame
+    seen_this_step = [px(t) for t in range(5, end_frame + 1)]
+    expected = max(seen_this_step[-2:])
+    assert (obs == expected).all()
+
+
+def test_max_and_skip_refuses_an_env_that_already_skips():
+    with pytest.raises(ConfigError, match="already skips 4 frames"):
+        w.MaxAndSkip(FakeAtari(frameskip=4), skip=4)
+
+
+def test_max_and_skip_refuses_ale_v5_ids():
+    with pytest.raises(ConfigError, match=r"ALE/Pong-v5 already skips 4 frames"):
+        w.MaxAndSkip(make_emulator("ALE/Pong-v5"), skip=4)
+
+
+# ---------------------------------------------------------------- EpisodicLife
+
+
+def test_episodic_life_ends_the_training_episode_but_not_the_game():
+    fake = FakeAtari(lives={0: 3, 5: 2}, game_length=12)
+    env = w.EpisodicLife(fake)
+    env.reset()
+    results = [env.step(0) for _ in range(5)]
+    assert [r[2] for r in results] == [False] * 4 + [True]
+    obs, _ = env.reset()
+    assert fake.resets == 1, "a life loss must not restart the game"
+    assert fake.t == 6 and fake.actions[-1] == 0  # one NOOP played
+    assert (obs == px(6)).all()
+    for _ in range(6):
+        *_, terminated, _, _ = env.step(0)
+    assert terminated and fake.t == 12
+    env.reset()
+    assert fake.resets == 2, "the game is over: reset for real"
+
+
+def test_episodic_life_resets_if_the_noop_after_a_life_loss_ends_the_game():
+    fake = FakeAtari(lives={0: 2, 3: 1}, game_length=4)
+    env = w.EpisodicLife(fake)
+    env.reset()
+    for _ in range(3):
+        env.step(0)
+    obs, _ = env.reset()  # the NOOP is frame 4, which ends the game
+    assert fake.resets == 2 and fake.t == 0 and (obs == px(0)).all()
+
+
+# ---------------------------------------------------------------- FireReset
+
+
+def test_fire_reset_presses_fire_then_action_2():
+    fake = FakeAtari()
+    obs, _ = w.FireReset(fake).reset()
+    assert fake.actions == [1, 2] and (obs == px(2)).all()
+
+
+def test_fire_reset_returns_a_fresh_observation_if_the_game_ends_while_firing():
+    # FIRE on frame 1 ends the game the first time; after the second reset it does not,
+    # because the fake only ends the game when FIRE is the action *on frame 1 of game 1*.
+    fake = FakeAtari(end_game_on={1: 1})
+    env = w.FireReset(fake)
+    original_reset = fake.reset
+
+    def reset_then_disarm(**kwargs):
+        out = original_reset(**kwargs)
+        if fake.resets > 1:
+            fake.end_game_on = {}
+        return out
+
+    fake.reset = reset_then_disarm
+    obs, _ = env.reset()
+    assert fake.resets == 2
+    assert fake.actions == [1, 1, 2]
+    assert fake.t == 2 and (obs == px(2)).all(), "obs must come from the live, new game"
+
+
+def test_fire_reset_does_nothing_in_a_game_without_fire():
+    fake = FakeAtari(meanings=("NOOP", "UP", "DOWN"))
+    w.FireReset(fake).reset()
+    assert fake.actions == []
+
+
+# ---------------------------------------------------------------- NoopReset
+
+
+def test_noop_reset_plays_between_1_and_noop_max_noops():
+    counts = set()
+    for seed in range(40):
+        fake = FakeAtari()
+        w.NoopReset(fake, noop_max=5).reset(seed=seed)
+        assert set(fake.actions) == {0}
+        counts.add(len(fake.actions))
+    assert counts == {1, 2, 3, 4, 5}
+
+
+def test_noop_reset_resets_again_when_a_noop_ends_the_game():
+    fake = FakeAtari(game_length=2)
+    env = w.NoopReset(fake, noop_max=30)
+    for seed in range(10):
+        obs, _ = env.reset(seed=seed)
+        assert fake.t < 2, "the observation must be of a game that is still running"
+        assert (obs == px(fake.t)).all()
+
+
+# ---------------------------------------------------------------- the rest
+
+
+def test_clip_reward_is_the_sign():
+    env = w.ClipReward(FakeAtari(rewards={1: 7.0, 2: -3.0, 3: 0.0}))
+    env.reset()
+    assert [env.step(0)[1] for _ in range(3)] == [1.0, -1.0, 0.0]
+
+
+def test_warp_frame_shapes():
+    fake = FakeAtari(shape=(210, 160, 3))
+    gray = w.WarpFrame(fake, 84, 84, True, "opencv")
+    rgb = w.WarpFrame(FakeAtari(shape=(210, 160, 3)), 64, 48, False, "numpy")
+    assert gray.reset()[0].shape == (84, 84) and gray.observation_space.shape == (84, 84)
+    assert rgb.reset()[0].shape == (48, 64, 3)
+
+
+def test_frame_stack_is_channel_first_zero_padded_and_ordered():
+    env = w.FrameStack(w.WarpFrame(FakeAtari(shape=(20, 20, 3)), 4, 4, True, "opencv"), k=3)
+    obs, _ = env.reset()
+    arr = np.asarray(obs)
+    assert arr.shape == (3, 4, 4) == env.observation_space.shape and arr.dtype == np.uint8
+    assert (arr[:2] == 0).all() and (arr[2] == px(0)).all()
+    obs1, *_ = env.step(0)
+    obs2, *_ = env.step(0)
+    assert [int(np.asarray(obs2)[i, 0, 0]) for i in range(3)] == [px(0), px(1), px(2)]
+    # No pixel copies per step: consecutive observations share their frame arrays.
+    assert obs2.frames[0] is obs1.frames[1] and obs2.frames[1] is obs1.frames[2]
+    assert (obs2.newest == px(2)).all()
+    env.reset()
+    assert (np.asarray(env.step(0)[0])[:2] == 0).all(), "reset must clear the old frames"
+
+
+def test_frame_stack_of_rgb_frames():
+    env = w.FrameStack(FakeAtari(shape=(6, 5, 3)), k=2)
+    obs, _ = env.reset()
+    assert np.asarray(obs).shape == (6, 6, 5) == env.observation_space.shape
+
+
+def test_game_recorder_reports_the_whole_game_across_lives_unclipped():
+    fake = FakeAtari(lives={0: 2, 3: 1}, rewards={2: 5.0, 6: -3.0}, game_length=8)
+    recorder = w.GameRecorder(fake)
+    env = w.AgentStepCounter(w.ClipReward(w.EpisodicLife(recorder)), recorder)
+    env.reset()
+    infos, rewards = [], []
+    for _ in range(20):
+        _, reward, terminated, truncated, info = env.step(0)
+        rewards.append(reward)
+        infos.append(info)
+        if "episode" in info:
+            break
+        if terminated:
+            env.reset()  # life loss: the training episode ends, the game plays on
+    assert sum(1 for i in infos if "episode" in i) == 1
+    assert infos[-1]["episode"] == {"r": 2.0, "l": 7, "frames": 8}  # 7 agent steps + 1 NOOP
+    assert sorted(set(rewards)) == [-1.0, 0.0, 1.0]
+
+
+# ---------------------------------------------------------------- real games
+
+
+def test_each_wrapper_on_real_pong():
+    emu = make_emulator("pong")
+    env = w.MaxAndSkip(emu, skip=4)
+    env.reset(seed=0)
+    env.step(0)
+    assert emu.ale.getEpisodeFrameNumber() == 4
+
+    emu = make_emulator("pong")
+    w.NoopReset(emu, noop_max=7).reset(seed=1)
+    assert 1 <= emu.ale.getEpisodeFrameNumber() <= 7
+
+    emu = make_emulator("pong")
+    w.FireReset(emu).reset(seed=0)
+    assert emu.ale.getEpisodeFrameNumber() == 2
+
+    env = w.FrameStack(w.WarpFrame(make_emulator("pong"), 84, 84, True, "opencv"), k=4)
+    obs, _ = env.reset(seed=0)
+    assert np.asarray(obs).shape == (4, 84, 84)
+
+    env = w.ClipReward(w.MaxAndSkip(make_emulator("pong"), skip=4))
+    env.reset(seed=0)
+    rewards = {env.step(int(a))[1] for a in np.random.default_rng(0).integers(0, 6, 300)}
+    assert rewards <= {-1.0, 0.0, 1.0} and -1.0 in rewards
+
+
+def test_episodic_life_on_real_breakout():
+    emu = make_emulator("breakout")
+    env = w.EpisodicLife(w.FireReset(w.MaxAndSkip(emu, skip=4)))
+    env.reset(seed=0)
+    lives = emu.ale.lives()
+    for _ in range(2000):
+        *_, terminated, truncated, _ = env.step(0)  # never moves: loses lives fast
+        if terminated:
+            break
+    assert terminated and not emu.ale.game_over()
+    assert emu.ale.lives() == lives - 1
