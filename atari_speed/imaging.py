@@ -66,7 +66,8 @@ def resize_numpy(frame: np.ndarray, width: int, height: int, grayscale: bool) ->
         gray = frame @ _LUMA
         out = rows @ gray @ cols.T
     else:
-        out = np.einsum("ij,jkc,lk->ilc", rows, frame.astype(np.float32), cols)
+        channels = np.moveaxis(frame, 2, 0).astype(np.float32)  # (3, H, W)
+        out = np.moveaxis(rows @ channels @ cols.T, 0, 2)
     return np.clip(out + 0.5, 0, 255).astype(np.uint8)
 
 

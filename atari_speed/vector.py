@@ -310,28 +310,41 @@ class SubprocessVectorEnv(VectorEnv):
                 if obj in sentinels:
                     index = sentinels[obj]
                     if index in pending and not pending[index].poll():
-                        code = self.workers[index].exitcode
-                        raise WorkerError(
-                            f"env worker {index} (pid {self.workers[index].pid}) died during "
-                            f"{what} with exit code {code}"
-                        )
+                        raise self._died(index, what)
                     continue
                 index = self.conns.index(obj)
                 try:
                     status, payload = obj.recv()
-                except EOFError:
-                    continue  # its sentinel reports the death
+                except (EOFError, OSError):
+                    # It died mid-reply: report it now rather than wait for the sentinel.
+                    raise self._died(index, what) from None
                 if status == "error":
                     last = payload.strip().splitlines()[-1]
                     raise WorkerError(f"env worker {index} failed during {what}: {last}\n{payload}")
                 del pending[index]
 
+    def _died(self, index: int, what: str) -> WorkerError:
+        proc = self.workers[index]
+        proc.join(timeout=1)
+        return WorkerError(
+            f"env worker {index} (pid {proc.pid}) died during {what} with exit code "
+            f"{proc.exitcode}"
+        )
+
     def _command(self, command: str, payloads: Sequence[Any] | None = None) -> None:
         if self.closed:
             raise WorkerError("the vector env is closed")
-        for i, conn in enumerate(self.conns):
-            conn.send((command, None if payloads is None else payloads[i]))
-        self._gather(command)
+        try:
+            for i, conn in enumerate(self.conns):
+                try:
+                    conn.send((command, None if payloads is None else payloads[i]))
+                except OSError:
+                    raise self._died(i, command) from None
+            self._gather(command)
+        except WorkerError:
+            # One worker failed: stop them all now, so no exit path leaves orphans.
+            self.close(terminate=True)
+            raise
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         seeds = self._seeds(seed)

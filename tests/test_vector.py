@@ -1,0 +1,163 @@
+"""Vector env backends: same results, whole-game statistics, failures named, no orphans."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import atari_speed.vector as vector
+from atari_speed import ConfigError, WorkerError, make_vector_env, resolve_pipeline
+
+
+def run(env, steps, seed=0):
+    """Step with random actions; return observations, rewards, dones and finished games."""
+    rng = np.random.default_rng(seed)
+    obs_log, rewards, dones, games = [], [], [], []
+    for _ in range(steps):
+        obs, reward, terminated, truncated, info = env.step(rng.integers(0, 4, env.num_envs))
+        obs_log.append(obs.copy())
+        rewards.append(reward.copy())
+        dones.append(terminated | truncated)
+        if "_episode" in info:
+            for i in np.flatnonzero(info["_episode"]):
+                ep = info["episode"]
+                games.append((int(i), ep["r"][i], ep["l"][i], ep["frames"][i]))
+    return np.array(obs_log), np.array(rewards), np.array(dones), games
+
+
+def test_sync_and_subprocess_give_identical_results():
+    results = []
+    for backend in ("sync", "subprocess"):
+        env = make_vector_env("book", "breakout", 3, backend=backend, seed=7, num_workers=2)
+        assert env.observation_space.shape == (3, 4, 84, 84)
+        results.append(run(env, 400))
+        env.close()
+    (obs_a, rew_a, done_a, games_a), (obs_b, rew_b, done_b, games_b) = results
+    assert np.array_equal(obs_a, obs_b) and np.array_equal(rew_a, rew_b)
+    assert np.array_equal(done_a, done_b) and games_a == games_b
+    assert games_a, "400 random steps of Breakout finish at least one game"
+
+
+@pytest.mark.parametrize("backend", ["sync", "subprocess", "ale"])
+def test_backends_report_whole_games_across_lives(backend):
+    env = make_vector_env("book", "breakout", 2, backend=backend, seed=0)
+    assert env.single_observation_space.shape == (4, 84, 84)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (2, 4, 84, 84) and obs.dtype == np.uint8
+    life_ends = np.zeros(2, dtype=int)
+    rng = np.random.default_rng(0)
+    game = None
+    for _ in range(3000):
+        obs, reward, terminated, truncated, info = env.step(rng.integers(0, 4, 2))
+        assert set(np.unique(reward)) <= {-1.0, 0.0, 1.0}, "ClipReward clips"
+        if terminated.any():
+            assert info["_final_obs"][terminated].all()
+            assert info["final_obs"].shape == obs.shape
+        life_ends += terminated
+        if "_episode" in info:
+            i = int(np.flatnonzero(info["_episode"])[0])
+            game = (life_ends[i], info["episode"]["r"][i], info["episode"]["l"][i],
+                    info["episode"]["frames"][i])
+            break
+    env.close()
+    assert game is not None
+    ends, score, steps, frames = game
+    assert ends == 5, "Breakout has 5 lives: each loss ends a training episode"
+    assert score >= 0 and score == int(score)
+    # Emulator frames: 4 per agent step, plus (on the wrapper backends) a NOOP and FIRE, 2
+    # steps after each life loss and at the start; fewer if the game ends inside a skip.
+    assert steps > 0 and 4 * steps - 4 <= frames <= 4 * steps + 16 * ends
+
+
+def test_killed_worker_is_named_within_seconds_and_nothing_is_left_running():
+    env = make_vector_env("book", "pong", 4, backend="subprocess", num_workers=2)
+    env.reset(seed=0)
+    victim = env.workers[1]
+    os.kill(victim.pid, signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match=r"env worker 1 \(pid \d+\) died during step with exit "
+                                          r"code -9"):
+        env.step(np.zeros(4, dtype=np.int64))
+    assert time.monotonic() - start < 5
+    assert not any(p.is_alive() for p in env.workers)
+
+
+def test_worker_exception_is_raised_naming_the_worker(monkeypatch):
+    def broken(envs, buf, first):
+        raise ValueError("emulator on fire")
+
+    monkeypatch.setattr(vector, "step_envs", broken)  # inherited by forked workers
+    env = make_vector_env("book", "pong", 2, backend="subprocess", start_method="fork")
+    env.reset(seed=0)
+    with pytest.raises(WorkerError, match=r"env worker 0 failed during step: ValueError: "
+                                          r"emulator on fire"):
+        env.step(np.zeros(2, dtype=np.int64))
+    assert not any(p.is_alive() for p in env.workers)
+
+
+def test_hung_worker_times_out(monkeypatch):
+    monkeypatch.setattr(vector, "step_envs", lambda envs, buf, first: time.sleep(60))
+    env = make_vector_env("book", "pong", 2, backend="subprocess", start_method="fork",
+                          timeout=1.0)
+    env.reset(seed=0)
+    with pytest.raises(WorkerError, match=r"gave no answer to step in 1 s"):
+        env.step(np.zeros(2, dtype=np.int64))
+    assert not any(p.is_alive() for p in env.workers)
+
+
+def test_subprocess_falls_back_to_sync_with_a_warning(monkeypatch):
+    def no_shm(*args, **kwargs):
+        raise OSError("no /dev/shm here")
+
+    monkeypatch.setattr(vector, "SharedMemory", no_shm)
+    with pytest.warns(RuntimeWarning, match=r"could not start worker processes \(no /dev/shm "
+                                            r"here\); falling back to the in-process sync"):
+        env = make_vector_env("book", "pong", 2, backend="subprocess")
+    assert isinstance(env, vector.SyncVectorEnv)
+    assert env.reset(seed=0)[0].shape == (2, 4, 84, 84)
+
+
+def test_close_joins_every_worker():
+    env = make_vector_env("fast", "pong", 2, backend="subprocess")
+    env.reset(seed=0)
+    env.close()
+    assert all(p.exitcode == 0 for p in env.workers)
+
+
+def test_ale_backend_maps_the_pipeline():
+    options = vector.ale_options(resolve_pipeline("classic"))
+    assert options == {
+        "noop_max": 30, "frameskip": 4, "maxpool": True, "life_loss_info": True,
+        "use_fire_reset": True, "img_width": 84, "img_height": 84, "grayscale": True,
+        "stack_num": 4, "clip": True,
+    }
+    fast = vector.ale_options(resolve_pipeline("fast"))
+    assert fast["maxpool"] is False and fast["stack_num"] == 2 and fast["noop_max"] == 0
+
+
+@pytest.mark.parametrize(
+    ("stages", "message"),
+    [
+        ([{"wrapper": "WarpFrame"}], r"needs a FrameStack stage"),
+        ([{"wrapper": "MaxAndSkip"}, {"wrapper": "NoopReset"}, {"wrapper": "WarpFrame"},
+          {"wrapper": "FrameStack"}], r"stage order MaxAndSkip -> NoopReset -> WarpFrame -> "
+                                      r"FrameStack cannot be expressed"),
+        ([{"wrapper": "WarpFrame", "grayscale": False}, {"wrapper": "FrameStack"}],
+         r"stage 1 \(WarpFrame\) grayscale=false is not supported"),
+    ],
+)
+def test_ale_backend_refuses_what_it_cannot_express(stages, message):
+    with pytest.raises(ConfigError, match=message):
+        make_vector_env({"name": "mine", "stages": stages}, "pong", 2, backend="ale")
+
+
+def test_bad_backend_and_env_count():
+    with pytest.raises(ConfigError, match=r"env backend 'threads': expected one of sync, "
+                                          r"subprocess, ale"):
+        make_vector_env("book", "pong", 2, backend="threads")
+    with pytest.raises(ConfigError, match=r"num_envs = 0: expected an integer >= 1"):
+        make_vector_env("book", "pong", 0)
