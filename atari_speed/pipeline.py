@@ -85,7 +85,9 @@ STAGES: dict[str, StageSpec] = {
             "height": Param(int, 84, "output height in pixels", **_SIZE),
             "grayscale": Param(bool, True, "gray (H, W) instead of RGB (H, W, 3)"),
             "backend": Param(
-                str, None, "image backend; default: the pipeline's image_backend",
+                str,
+                None,
+                "image backend; default: the pipeline's image_backend",
                 choices=tuple(IMAGE_BACKENDS),
             ),
         },
@@ -126,7 +128,9 @@ def _check_value(where: str, name: str, value: Any, param: Param) -> Any:
     if param.choices and value not in param.choices:
         raise ConfigError(f"{where}: {name} = {value!r} is not one of {param.allowed()}")
     if param.low is not None and not (param.low <= value <= param.high):
-        raise ConfigError(f"{where}: {name} = {value!r} is out of range; expected {param.allowed()}")
+        raise ConfigError(
+            f"{where}: {name} = {value!r} is out of range; expected {param.allowed()}"
+        )
     return value
 
 
@@ -138,9 +142,7 @@ def _resolve_stage(source: str, index: int, raw: Any, image_backend: str) -> dic
     if name not in STAGES:
         close = difflib.get_close_matches(str(name), STAGES, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ConfigError(
-            f"{where}: unknown wrapper {name!r}{hint}; known: {', '.join(STAGES)}"
-        )
+        raise ConfigError(f"{where}: unknown wrapper {name!r}{hint}; known: {', '.join(STAGES)}")
     where = f"{where} ({name})"
     spec = STAGES[name]
     resolved: dict[str, Any] = {"wrapper": name}
@@ -205,8 +207,10 @@ def resolve_pipeline(pipeline: str | Path | Mapping[str, Any]) -> dict[str, Any]
 def _check_order(source: str, names: list[str]) -> None:
     for name in set(names):
         if names.count(name) > 1:
-            raise ConfigError(f"{source}: wrapper {name} appears {names.count(name)} times; "
-                              "each stage may appear once")
+            raise ConfigError(
+                f"{source}: wrapper {name} appears {names.count(name)} times; "
+                "each stage may appear once"
+            )
     for earlier, later, why in ORDER_RULES:
         if earlier in names and later in names and names.index(earlier) > names.index(later):
             raise ConfigError(
@@ -228,7 +232,7 @@ def resolve_game(game: str) -> str:
     A gymnasium id (anything with ``-v``, such as ``PongNoFrameskip-v4``) is returned as
     is, after checking it is registered.
     """
-    import ale_py  # noqa: F401  (registers the ALE ids with gymnasium)
+    import ale_py
 
     if "-v" in game:
         if game not in gym.registry:

@@ -21,6 +21,7 @@ through pipes.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import traceback
@@ -127,7 +128,9 @@ def step_envs(envs: Sequence[gym.Env], buf: StepBuffers, first: int) -> None:
         buf.game_over[i] = game is not None
         if game is not None:
             buf.game_reward[i], buf.game_steps[i], buf.game_frames[i] = (
-                game["r"], game["l"], game["frames"]
+                game["r"],
+                game["l"],
+                game["frames"],
             )
         if terminated or truncated:
             _write(buf.final_obs[i], obs)
@@ -240,10 +243,8 @@ def _worker(
     except (EOFError, KeyboardInterrupt, BrokenPipeError):
         pass
     except Exception:
-        try:
+        with contextlib.suppress(OSError, BrokenPipeError):
             conn.send(("error", traceback.format_exc()))
-        except (OSError, BrokenPipeError):
-            pass
     finally:
         if buf is not None:
             buf.release()
@@ -283,10 +284,20 @@ class SubprocessVectorEnv(VectorEnv):
         try:
             for index, ids in enumerate(splits):
                 parent, child = ctx.Pipe()
-                args = (index, pipeline, game, int(ids[0]), len(ids), num_envs, shape,
-                        self.shm.name, child)
-                proc = ctx.Process(target=_worker, args=args, daemon=True,
-                                   name=f"atari-speed-env-worker-{index}")
+                args = (
+                    index,
+                    pipeline,
+                    game,
+                    int(ids[0]),
+                    len(ids),
+                    num_envs,
+                    shape,
+                    self.shm.name,
+                    child,
+                )
+                proc = ctx.Process(
+                    target=_worker, args=args, daemon=True, name=f"atari-speed-env-worker-{index}"
+                )
                 proc.start()
                 child.close()
                 self.workers.append(proc)
@@ -327,8 +338,7 @@ class SubprocessVectorEnv(VectorEnv):
         proc = self.workers[index]
         proc.join(timeout=1)
         return WorkerError(
-            f"env worker {index} (pid {proc.pid}) died during {what} with exit code "
-            f"{proc.exitcode}"
+            f"env worker {index} (pid {proc.pid}) died during {what} with exit code {proc.exitcode}"
         )
 
     def _command(self, command: str, payloads: Sequence[Any] | None = None) -> None:
@@ -364,10 +374,8 @@ class SubprocessVectorEnv(VectorEnv):
         self.closed = True
         for proc, conn in zip(self.workers, self.conns, strict=False):
             if not terminate and proc.is_alive():
-                try:
+                with contextlib.suppress(OSError, BrokenPipeError):
                     conn.send(("close", None))
-                except (OSError, BrokenPipeError):
-                    pass
         for proc in self.workers:
             proc.join(timeout=0 if terminate else 5)
             if proc.is_alive():

@@ -67,26 +67,41 @@ STAGE = '[[stage]]\nwrapper = "{}"\n'
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (STAGE.format("MaxAndSkp"), r"p\.toml: stage 1: unknown wrapper 'MaxAndSkp' \(did you "
-         r"mean MaxAndSkip\?\); known: NoopReset, MaxAndSkip"),
-        (STAGE.format("FrameStack") + "n = 4\n",
-         r"stage 1 \(FrameStack\): unknown parameter 'n'; allowed: k"),
-        (STAGE.format("FrameStack") + 'k = "4"\n',
-         r"stage 1 \(FrameStack\): k = '4' has type str; expected int in \[1, 16\]"),
-        (STAGE.format("MaxAndSkip") + "max_pool = 1\n",
-         r"stage 1 \(MaxAndSkip\): max_pool = 1 has type int; expected true \| false"),
+        (
+            STAGE.format("MaxAndSkp"),
+            r"p\.toml: stage 1: unknown wrapper 'MaxAndSkp' \(did you "
+            r"mean MaxAndSkip\?\); known: NoopReset, MaxAndSkip",
+        ),
+        (
+            STAGE.format("FrameStack") + "n = 4\n",
+            r"stage 1 \(FrameStack\): unknown parameter 'n'; allowed: k",
+        ),
+        (
+            STAGE.format("FrameStack") + 'k = "4"\n',
+            r"stage 1 \(FrameStack\): k = '4' has type str; expected int in \[1, 16\]",
+        ),
+        (
+            STAGE.format("MaxAndSkip") + "max_pool = 1\n",
+            r"stage 1 \(MaxAndSkip\): max_pool = 1 has type int; expected true \| false",
+        ),
         (STAGE.format("FrameStack") + "k = true\n", r"k = True has type bool; expected int"),
         (STAGE.format("FrameStack") + "k = 0\n", r"k = 0 is out of range; expected int in"),
         (STAGE.format("NoopReset") + "noop_max = 5000\n", r"noop_max = 5000 is out of range"),
-        (STAGE.format("WarpFrame") + 'backend = "skimage"\n',
-         r"backend = 'skimage' is not one of opencv \| pillow \| numpy"),
+        (
+            STAGE.format("WarpFrame") + 'backend = "skimage"\n',
+            r"backend = 'skimage' is not one of opencv \| pillow \| numpy",
+        ),
         ('image_backend = "cv2"\n', r"image_backend = 'cv2' is not one of opencv"),
         ("repeat_action_probability = 2.0\n", r"repeat_action_probability = 2.0 is out of range"),
         ("frameskip = 4\n", r"unknown key 'frameskip'; allowed: description, image_backend"),
-        (STAGE.format("FrameStack") + STAGE.format("WarpFrame"),
-         r"stage 2 \(WarpFrame\) must come before stage 1 \(FrameStack\): it resizes single"),
-        (STAGE.format("WarpFrame") + STAGE.format("MaxAndSkip"),
-         r"stage 2 \(MaxAndSkip\) must come before stage 1 \(WarpFrame\): it pools raw"),
+        (
+            STAGE.format("FrameStack") + STAGE.format("WarpFrame"),
+            r"stage 2 \(WarpFrame\) must come before stage 1 \(FrameStack\): it resizes single",
+        ),
+        (
+            STAGE.format("WarpFrame") + STAGE.format("MaxAndSkip"),
+            r"stage 2 \(MaxAndSkip\) must come before stage 1 \(WarpFrame\): it pools raw",
+        ),
         (STAGE.format("ClipReward") * 2, r"wrapper ClipReward appears 2 times"),
         ("[[stage]\n", r"p\.toml: not valid TOML"),
         ("stage = 3\n", r"'stage' must be a list of \[\[stage\]\] tables"),

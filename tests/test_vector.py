@@ -52,7 +52,7 @@ def test_backends_report_whole_games_across_lives(backend):
     rng = np.random.default_rng(0)
     game = None
     for _ in range(3000):
-        obs, reward, terminated, truncated, info = env.step(rng.integers(0, 4, 2))
+        obs, reward, terminated, _truncated, info = env.step(rng.integers(0, 4, 2))
         assert set(np.unique(reward)) <= {-1.0, 0.0, 1.0}, "ClipReward clips"
         if terminated.any():
             assert info["_final_obs"][terminated].all()
@@ -60,8 +60,12 @@ def test_backends_report_whole_games_across_lives(backend):
         life_ends += terminated
         if "_episode" in info:
             i = int(np.flatnonzero(info["_episode"])[0])
-            game = (life_ends[i], info["episode"]["r"][i], info["episode"]["l"][i],
-                    info["episode"]["frames"][i])
+            game = (
+                life_ends[i],
+                info["episode"]["r"][i],
+                info["episode"]["l"][i],
+                info["episode"]["frames"][i],
+            )
             break
     env.close()
     assert game is not None
@@ -79,8 +83,11 @@ def test_killed_worker_is_named_within_seconds_and_nothing_is_left_running():
     victim = env.workers[1]
     os.kill(victim.pid, signal.SIGKILL)
     start = time.monotonic()
-    with pytest.raises(WorkerError, match=r"env worker 1 \(pid \d+\) died during step with exit "
-                                          r"code -9"):
+    with pytest.raises(
+        WorkerError,
+        match=r"env worker 1 \(pid \d+\) died during step with exit "
+        r"code -9",
+    ):
         env.step(np.zeros(4, dtype=np.int64))
     assert time.monotonic() - start < 5
     assert not any(p.is_alive() for p in env.workers)
@@ -93,16 +100,18 @@ def test_worker_exception_is_raised_naming_the_worker(monkeypatch):
     monkeypatch.setattr(vector, "step_envs", broken)  # inherited by forked workers
     env = make_vector_env("book", "pong", 2, backend="subprocess", start_method="fork")
     env.reset(seed=0)
-    with pytest.raises(WorkerError, match=r"env worker 0 failed during step: ValueError: "
-                                          r"emulator on fire"):
+    with pytest.raises(
+        WorkerError,
+        match=r"env worker 0 failed during step: ValueError: "
+        r"emulator on fire",
+    ):
         env.step(np.zeros(2, dtype=np.int64))
     assert not any(p.is_alive() for p in env.workers)
 
 
 def test_hung_worker_times_out(monkeypatch):
     monkeypatch.setattr(vector, "step_envs", lambda envs, buf, first: time.sleep(60))
-    env = make_vector_env("book", "pong", 2, backend="subprocess", start_method="fork",
-                          timeout=1.0)
+    env = make_vector_env("book", "pong", 2, backend="subprocess", start_method="fork", timeout=1.0)
     env.reset(seed=0)
     with pytest.raises(WorkerError, match=r"gave no answer to step in 1 s"):
         env.step(np.zeros(2, dtype=np.int64))
@@ -114,8 +123,11 @@ def test_subprocess_falls_back_to_sync_with_a_warning(monkeypatch):
         raise OSError("no /dev/shm here")
 
     monkeypatch.setattr(vector, "SharedMemory", no_shm)
-    with pytest.warns(RuntimeWarning, match=r"could not start worker processes \(no /dev/shm "
-                                            r"here\); falling back to the in-process sync"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"could not start worker processes \(no /dev/shm "
+        r"here\); falling back to the in-process sync",
+    ):
         env = make_vector_env("book", "pong", 2, backend="subprocess")
     assert isinstance(env, vector.SyncVectorEnv)
     assert env.reset(seed=0)[0].shape == (2, 4, 84, 84)
@@ -131,9 +143,16 @@ def test_close_joins_every_worker():
 def test_ale_backend_maps_the_pipeline():
     options = vector.ale_options(resolve_pipeline("classic"))
     assert options == {
-        "noop_max": 30, "frameskip": 4, "maxpool": True, "life_loss_info": True,
-        "use_fire_reset": True, "img_width": 84, "img_height": 84, "grayscale": True,
-        "stack_num": 4, "clip": True,
+        "noop_max": 30,
+        "frameskip": 4,
+        "maxpool": True,
+        "life_loss_info": True,
+        "use_fire_reset": True,
+        "img_width": 84,
+        "img_height": 84,
+        "grayscale": True,
+        "stack_num": 4,
+        "clip": True,
     }
     fast = vector.ale_options(resolve_pipeline("fast"))
     assert fast["maxpool"] is False and fast["stack_num"] == 2 and fast["noop_max"] == 0
@@ -143,11 +162,20 @@ def test_ale_backend_maps_the_pipeline():
     ("stages", "message"),
     [
         ([{"wrapper": "WarpFrame"}], r"needs a FrameStack stage"),
-        ([{"wrapper": "MaxAndSkip"}, {"wrapper": "NoopReset"}, {"wrapper": "WarpFrame"},
-          {"wrapper": "FrameStack"}], r"stage order MaxAndSkip -> NoopReset -> WarpFrame -> "
-                                      r"FrameStack cannot be expressed"),
-        ([{"wrapper": "WarpFrame", "grayscale": False}, {"wrapper": "FrameStack"}],
-         r"stage 1 \(WarpFrame\) grayscale=false is not supported"),
+        (
+            [
+                {"wrapper": "MaxAndSkip"},
+                {"wrapper": "NoopReset"},
+                {"wrapper": "WarpFrame"},
+                {"wrapper": "FrameStack"},
+            ],
+            r"stage order MaxAndSkip -> NoopReset -> WarpFrame -> "
+            r"FrameStack cannot be expressed",
+        ),
+        (
+            [{"wrapper": "WarpFrame", "grayscale": False}, {"wrapper": "FrameStack"}],
+            r"stage 1 \(WarpFrame\) grayscale=false is not supported",
+        ),
     ],
 )
 def test_ale_backend_refuses_what_it_cannot_express(stages, message):
@@ -156,8 +184,11 @@ def test_ale_backend_refuses_what_it_cannot_express(stages, message):
 
 
 def test_bad_backend_and_env_count():
-    with pytest.raises(ConfigError, match=r"env backend 'threads': expected one of sync, "
-                                          r"subprocess, ale"):
+    with pytest.raises(
+        ConfigError,
+        match=r"env backend 'threads': expected one of sync, "
+        r"subprocess, ale",
+    ):
         make_vector_env("book", "pong", 2, backend="threads")
     with pytest.raises(ConfigError, match=r"num_envs = 0: expected an integer >= 1"):
         make_vector_env("book", "pong", 0)

@@ -189,7 +189,7 @@ def test_game_recorder_reports_the_whole_game_across_lives_unclipped():
     env.reset()
     infos, rewards = [], []
     for _ in range(20):
-        _, reward, terminated, truncated, info = env.step(0)
+        _, reward, terminated, _truncated, info = env.step(0)
         rewards.append(reward)
         infos.append(info)
         if "episode" in info:
@@ -235,7 +235,7 @@ def test_episodic_life_on_real_breakout():
     env.reset(seed=0)
     lives = emu.ale.lives()
     for _ in range(2000):
-        *_, terminated, truncated, _ = env.step(0)  # never moves: loses lives fast
+        *_, terminated, _truncated, _ = env.step(0)  # never moves: loses lives fast
         if terminated:
             break
     assert terminated and not emu.ale.game_over()
