@@ -40,6 +40,7 @@ from gymnasium.vector import AutoresetMode
 
 from atari_speed.errors import ConfigError, WorkerError
 from atari_speed.pipeline import make_env, resolve_game, resolve_pipeline
+from atari_speed.shared import Layout, arrays_over, layout_nbytes
 from atari_speed.wrappers import StackedFrames
 
 PipelineArg = str | Path | Mapping[str, Any]
@@ -61,7 +62,7 @@ class StepBuffers:
     game_frames: np.ndarray
 
     @staticmethod
-    def layout(num_envs: int, obs_shape: tuple[int, ...]) -> list[tuple[str, tuple, str]]:
+    def layout(num_envs: int, obs_shape: tuple[int, ...]) -> Layout:
         n = (num_envs,)
         return [
             ("obs", n + obs_shape, "uint8"),
@@ -78,26 +79,17 @@ class StepBuffers:
 
     @classmethod
     def nbytes(cls, num_envs: int, obs_shape: tuple[int, ...]) -> int:
-        layout = cls.layout(num_envs, obs_shape)
-        return sum(_aligned(int(np.prod(s)) * np.dtype(d).itemsize) for _, s, d in layout)
+        return layout_nbytes(cls.layout(num_envs, obs_shape))
 
     @classmethod
     def over(cls, buffer: Any, num_envs: int, obs_shape: tuple[int, ...]) -> StepBuffers:
         """View the arrays over ``buffer`` (a bytearray or a SharedMemory's ``buf``)."""
-        arrays, offset = {}, 0
-        for name, shape, dtype in cls.layout(num_envs, obs_shape):
-            arrays[name] = np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
-            offset += _aligned(int(np.prod(shape)) * np.dtype(dtype).itemsize)
-        return cls(**arrays)
+        return cls(**arrays_over(buffer, cls.layout(num_envs, obs_shape)))
 
     def release(self) -> None:
         """Drop the views so the shared-memory block can be closed."""
         for f in fields(self):
             setattr(self, f.name, None)
-
-
-def _aligned(nbytes: int) -> int:
-    return (nbytes + 63) // 64 * 64
 
 
 def _write(dst: np.ndarray, obs: Any) -> None:

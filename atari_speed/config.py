@@ -1,0 +1,233 @@
+"""Training presets: typed, frozen config read from ``presets/*.toml``.
+
+Each section is a frozen dataclass; every field is documented once, in its ``doc``
+metadata, which ``train.py --help`` prints. Unknown sections or keys, wrong types and
+impossible values fail at start with the file, key, value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from atari_speed.errors import ConfigError
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
+
+MODES = ("baseline", "n-env", "parallel")
+DEVICES = ("auto", "cpu", "cuda")
+BACKENDS = ("sync", "subprocess", "ale")
+
+
+def doc(text: str, default: Any, **limits: Any) -> Any:
+    """A field with its documentation and allowed values kept beside it."""
+    return field(default=default, metadata={"doc": text, **limits})
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    mode: str = doc("baseline (the book's loop on ptan) | n-env | parallel", "n-env",
+                    choices=MODES)
+    envs: int = doc("envs stepped together (n-env), or per actor (parallel)", 1, low=1, high=256)
+    actors: int = doc("actor processes in parallel mode", 1, low=1, high=64)
+    frames: int = doc("budget of agent steps, summed over all envs", 2_000_000, low=1)
+    device: str = doc("auto (CUDA when present) | cpu | cuda", "auto", choices=DEVICES)
+    seed: int = doc("seed of envs, exploration and network init", 0, low=0)
+    stop_reward: float = doc("solved when the smoothed game score reaches this", 18.0)
+    checkpoint_every: int = doc("frames between checkpoint.pt writes", 100_000, low=1)
+    log_every: int = doc("frames between TensorBoard scalars and summary.json", 2_000, low=1)
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    game: str = doc("ALE game name: pong, breakout, ms_pacman, ...", "pong")
+    pipeline: Any = doc("a wrappers/ name, a path, or an inline table", "book")
+    backend: str = doc("env execution backend: sync | subprocess | ale", "sync",
+                       choices=BACKENDS)
+
+
+@dataclass(frozen=True)
+class DQNConfig:
+    learning_rate: float = doc("Adam learning rate", 1e-4, low=0.0, high=1.0)
+    adam_eps: float = doc("Adam epsilon", 1e-8, low=0.0, high=1.0)
+    gamma: float = doc("discount", 0.99, low=0.0, high=1.0)
+    batch_size: int = doc("transitions per SGD update (never scaled by envs)", 32, low=1)
+    train_every: int = doc("frames per SGD update: the update-to-data ratio", 1, low=1)
+    target_sync: int = doc("SGD updates between target network syncs", 1_000, low=1)
+    n_steps: int = doc("n-step returns", 1, low=1, high=20)
+    double: bool = doc("double DQN target", False)
+    dueling: bool = doc("dueling head", False)
+    huber: bool = doc("Huber loss instead of the book's MSE", False)
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    size: int = doc("transitions kept", 100_000, low=1)
+    initial: int = doc("transitions collected before learning starts", 10_000, low=1)
+
+
+@dataclass(frozen=True)
+class ExploreConfig:
+    epsilon_start: float = doc("epsilon at frame 0", 1.0, low=0.0, high=1.0)
+    epsilon_final: float = doc("epsilon after epsilon_frames", 0.02, low=0.0, high=1.0)
+    epsilon_frames: int = doc("frames of the linear decay", 100_000, low=1)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    every: int = doc("frames between evaluations; 0 = off", 0, low=0)
+    episodes: int = doc("games per evaluation", 5, low=1)
+    epsilon: float = doc("epsilon while evaluating", 0.01, low=0.0, high=1.0)
+
+
+@dataclass(frozen=True)
+class Preset:
+    run: RunConfig = field(default_factory=RunConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    dqn: DQNConfig = field(default_factory=DQNConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    explore: ExploreConfig = field(default_factory=ExploreConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    name: str = "custom"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, section: str, **changes: Any) -> Preset:
+        return dataclasses.replace(
+            self, **{section: dataclasses.replace(getattr(self, section), **changes)}
+        )
+
+
+SECTIONS: dict[str, type] = {
+    f.name: f.default_factory  # type: ignore[misc]
+    for f in dataclasses.fields(Preset)
+    if f.name != "name"
+}
+
+
+def _check(where: str, key: str, value: Any, f: dataclasses.Field, hint: Any) -> Any:
+    meta = f.metadata
+    if hint is Any:
+        return value
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, hint) or (hint is not bool and isinstance(value, bool)):
+        raise ConfigError(
+            f"{where}: {key} = {value!r} has type {type(value).__name__}; expected "
+            f"{hint.__name__}" + (f" ({meta['doc']})" if "doc" in meta else "")
+        )
+    if "choices" in meta and value not in meta["choices"]:
+        raise ConfigError(f"{where}: {key} = {value!r}; allowed: {' | '.join(meta['choices'])}")
+    low, high = meta.get("low"), meta.get("high")
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ConfigError(f"{where}: {key} = {value!r} is out of range; expected {bounds}")
+    return value
+
+
+def build_section(source: str, section: str, raw: Mapping[str, Any], base: Any) -> Any:
+    """Return ``base`` with the keys of ``raw`` applied, each checked."""
+    cls = SECTIONS[section]
+    hints = get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    changes = {}
+    for key, value in raw.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(
+                f"{source}: [{section}] unknown key {key!r}{hint}; allowed: {', '.join(known)}"
+            )
+        changes[key] = _check(f"{source}: [{section}]", key, value, known[key], hints[key])
+    return dataclasses.replace(base, **changes)
+
+
+def apply(source: str, preset: Preset, raw: Mapping[str, Any]) -> Preset:
+    for section, table in raw.items():
+        if section not in SECTIONS:
+            raise ConfigError(
+                f"{source}: unknown section [{section}]; allowed: {', '.join(SECTIONS)}"
+            )
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{source}: [{section}] must be a table, got {table!r}")
+        preset = dataclasses.replace(
+            preset, **{section: build_section(source, section, table, getattr(preset, section))}
+        )
+    _check_consistency(source, preset)
+    return preset
+
+
+def _check_consistency(source: str, preset: Preset) -> None:
+    if preset.replay.initial > preset.replay.size:
+        raise ConfigError(
+            f"{source}: [replay] initial = {preset.replay.initial} exceeds size = "
+            f"{preset.replay.size}"
+        )
+    if preset.dqn.batch_size > preset.replay.initial:
+        raise ConfigError(
+            f"{source}: [dqn] batch_size = {preset.dqn.batch_size} exceeds [replay] initial = "
+            f"{preset.replay.initial}: the first batch could not be drawn"
+        )
+    if preset.run.mode == "baseline" and preset.run.envs != 1:
+        raise ConfigError(
+            f"{source}: [run] envs = {preset.run.envs} with mode = 'baseline'; the book's "
+            "baseline steps 1 env: use mode = 'n-env' for more"
+        )
+
+
+def preset_path(name: str | Path) -> Path:
+    path = Path(name)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"preset {str(name)!r}: no such file")
+        return path
+    path = PRESET_DIR / f"{name}.toml"
+    if not path.is_file():
+        known = sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"preset {str(name)!r}: no such preset{hint}; known: {', '.join(known)}")
+    return path
+
+
+def load_preset(name: str | Path, overrides: list[str] = ()) -> Preset:
+    """Read a preset file, then apply ``section.key=value`` overrides (TOML values)."""
+    path = preset_path(name)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    preset = apply(str(path), Preset(name=path.stem), raw)
+    for item in overrides:
+        section, key, value = parse_override(item)
+        preset = apply(f"--set {item}", preset, {section: {key: value}})
+    return preset
+
+
+def parse_override(item: str) -> tuple[str, str, Any]:
+    """``dqn.batch_size=64`` -> ("dqn", "batch_size", 64). Values are TOML, else strings."""
+    target, sep, text = item.partition("=")
+    section, dot, key = target.strip().partition(".")
+    if not sep or not dot or not key:
+        raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. dqn.batch_size=64")
+    try:
+        value = tomllib.loads(f"v = {text.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text.strip()
+    return section, key.strip(), value
+
+
+def describe_fields() -> str:
+    """Every preset field with its default and doc, for ``--help``."""
+    lines = []
+    for section, cls in SECTIONS.items():
+        lines.append(f"[{section}]")
+        for f in dataclasses.fields(cls):
+            lines.append(f"  {f.name:<18} {f.metadata.get('doc', '')} (default {f.default!r})")
+    return "\n".join(lines)

@@ -1,0 +1,156 @@
+"""The Q-network and the learner every mode shares.
+
+The learner owns the online net, the target net (ptan's ``TargetNet``), the optimizer and
+the loss. It never forces a host/device sync per update: the loss stays on the device and
+is read only when logged, and batches go host -> pinned memory -> device without blocking.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import ptan
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from atari_speed.config import DQNConfig
+
+
+class DQN(nn.Module):
+    """The Nature DQN CNN (conv 32x8/4, 64x4/2, 64x3/1, fc 512), input uint8 scaled /255.
+
+    With ``dueling`` the head splits into value and advantage streams.
+    """
+
+    def __init__(self, in_shape: tuple[int, ...], actions: int, dueling: bool = False) -> None:
+        super().__init__()
+        self.conv = nn.Sequential(
+            nn.Conv2d(in_shape[0], 32, kernel_size=8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, kernel_size=4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, kernel_size=3, stride=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            size = self.conv(torch.zeros(1, *in_shape)).shape[1]
+        self.dueling = dueling
+        self.head = nn.Sequential(nn.Linear(size, 512), nn.ReLU(), nn.Linear(512, actions))
+        if dueling:
+            self.value = nn.Sequential(nn.Linear(size, 512), nn.ReLU(), nn.Linear(512, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        features = self.conv(x.float() / 255.0)
+        adv = self.head(features)
+        if not self.dueling:
+            return adv
+        return self.value(features) + adv - adv.mean(dim=1, keepdim=True)
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        from atari_speed.errors import ConfigError
+
+        raise ConfigError("[run] device = 'cuda', but torch sees no CUDA device; use auto or cpu")
+    return torch.device(name)
+
+
+class Learner:
+    """One SGD update per ``step(batch)``: (double) DQN target, n-step bootstrap."""
+
+    def __init__(self, net: DQN, cfg: DQNConfig, device: torch.device) -> None:
+        self.cfg, self.device = cfg, device
+        self.net = net.to(device)
+        self.target = ptan.agent.TargetNet(self.net)
+        self.optimizer = torch.optim.Adam(
+            self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps
+        )
+        self.bootstrap = cfg.gamma**cfg.n_steps
+        self.updates = 0
+        self._loss_sum = torch.zeros((), device=device)
+        self._loss_count = 0
+        self._host: dict[str, torch.Tensor] = {}
+
+    def to_device(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """Copy a numpy batch to the device; through reused pinned buffers on CUDA."""
+        keys = ("states", "next_states", "actions", "returns", "dones")
+        if self.device.type != "cuda":
+            return {k: torch.from_numpy(batch[k]) for k in keys}
+        out = {}
+        for k in keys:
+            host = self._host.get(k)
+            if host is None or host.shape != batch[k].shape:
+                host = self._host[k] = torch.from_numpy(batch[k]).pin_memory()
+            else:
+                host.numpy()[...] = batch[k]
+            out[k] = host.to(self.device, non_blocking=True)
+        return out
+
+    def loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
+        q = self.net(b["states"]).gather(1, b["actions"].unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            target_q = self.target.target_model(b["next_states"])
+            if self.cfg.double:
+                best = self.net(b["next_states"]).argmax(dim=1, keepdim=True)
+                next_q = target_q.gather(1, best).squeeze(1)
+            else:
+                next_q = target_q.max(dim=1).values
+            next_q = next_q.masked_fill(b["dones"], 0.0)
+            target = b["returns"] + self.bootstrap * next_q
+        if self.cfg.huber:
+            return F.smooth_l1_loss(q, target)
+        return F.mse_loss(q, target)
+
+    def step(self, batch: dict[str, np.ndarray]) -> None:
+        loss = self.loss(self.to_device(batch))
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self._loss_sum += loss.detach()
+        self._loss_count += 1
+        self.updates += 1
+        if self.updates % self.cfg.target_sync == 0:
+            self.target.sync()
+
+    def pop_loss(self) -> float | None:
+        """Mean loss since the last call (one host sync, at log time only)."""
+        if not self._loss_count:
+            return None
+        mean = float(self._loss_sum) / self._loss_count
+        self._loss_sum.zero_()
+        self._loss_count = 0
+        return mean
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "net": self.net.state_dict(),
+            "target": self.target.target_model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.net.load_state_dict(state["net"])
+        self.target.target_model.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])
+
+
+@torch.no_grad()
+def greedy_actions(net: nn.Module, obs: np.ndarray, device: torch.device) -> np.ndarray:
+    """One batched forward pass for all envs' observations ``(N, k, H, W)`` uint8."""
+    x = torch.from_numpy(obs).to(device, non_blocking=True)
+    return net(x).argmax(dim=1).cpu().numpy()
+
+
+def epsilon_greedy(
+    greedy: np.ndarray, epsilon: float | np.ndarray, actions: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Replace each greedy action by a random one with probability ``epsilon``."""
+    explore = rng.random(len(greedy)) < epsilon
+    return np.where(explore, rng.integers(0, actions, len(greedy)), greedy)

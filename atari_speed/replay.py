@@ -1,0 +1,188 @@
+"""Replay buffer for N env streams that stores each frame once.
+
+The buffer is a ring of ``rows`` steps for each of N env columns. Row t of column e
+holds the *newest frame* of observation o_t, the action a_t, reward r_t, and whether the
+episode ended after a_t. A 4-frame state is rebuilt at sample time from rows t-3..t of the
+same column, with zeros for frames before the episode's first row (exactly what
+``FrameStack`` shows the agent). So 1M transitions of Pong take 1M x 84 x 84 bytes
+(7.06 GB) instead of the 8 frames per transition of a list of (state, next_state) pairs.
+
+Why columns: each env's history stays contiguous, so stacking and n-step look-ahead are
+plain index arithmetic, and several writers (actors, each owning some columns) never touch
+the same memory. Writing is two-phase, ``put_obs`` then ``commit``: a row becomes visible to
+``sample`` only after it is complete, which is what makes the shared-memory version safe
+to read while actors write.
+
+Episode ends (terminated or truncated) stop the n-step return and bootstrapping alike;
+truncation only happens at ALE's 108k-frame limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from atari_speed.shared import Layout, arrays_over, layout_nbytes
+
+
+class FrameReplay:
+    """``capacity`` transitions over ``num_envs`` columns of ``capacity // num_envs`` rows.
+
+    ``frame_shape`` is one frame, ``(C, H, W)``; states are ``k`` frames, ``(k*C, H, W)``.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        num_envs: int,
+        frame_shape: tuple[int, ...],
+        k: int,
+        n_steps: int = 1,
+        gamma: float = 0.99,
+        buffer: Any = None,
+    ) -> None:
+        self.num_envs, self.k, self.n_steps, self.gamma = num_envs, k, n_steps, gamma
+        self.rows = max(capacity // num_envs, k + n_steps + 1)
+        self.frame_shape = tuple(frame_shape)
+        layout = self.layout(capacity, num_envs, frame_shape, k, n_steps)
+        if buffer is None:
+            buffer = bytearray(layout_nbytes(layout))
+        arrays = arrays_over(buffer, layout)
+        self.frames = arrays["frames"]
+        self.actions = arrays["actions"]
+        self.rewards = arrays["rewards"]
+        self.ends = arrays["ends"]
+        self.first = arrays["first"]
+        # written[e]: rows committed in column e. pending_first[e]: o_t starts an episode.
+        self.written = arrays["written"]
+        self.pending_first = arrays["pending_first"]
+        self.pending_first[:] = True
+        self.discounts = gamma ** np.arange(n_steps, dtype=np.float64)
+
+    @staticmethod
+    def layout(
+        capacity: int, num_envs: int, frame_shape: tuple[int, ...], k: int, n_steps: int
+    ) -> Layout:
+        rows = max(capacity // num_envs, k + n_steps + 1)
+        grid = (rows, num_envs)
+        return [
+            ("frames", grid + tuple(frame_shape), "uint8"),
+            ("actions", grid, "int64"),
+            ("rewards", grid, "float32"),
+            ("ends", grid, "bool"),
+            ("first", grid, "bool"),
+            ("written", (num_envs,), "int64"),
+            ("pending_first", (num_envs,), "bool"),
+        ]
+
+    @classmethod
+    def nbytes(cls, capacity: int, num_envs: int, frame_shape: tuple[int, ...], k: int,
+               n_steps: int) -> int:
+        return layout_nbytes(cls.layout(capacity, num_envs, frame_shape, k, n_steps))
+
+    def __len__(self) -> int:
+        """Transitions held (rows written, up to the ring's size)."""
+        return int(np.minimum(self.written, self.rows).sum())
+
+    # ------------------------------------------------------------ writing
+
+    def put_obs(self, obs: np.ndarray, cols: slice = slice(None)) -> None:
+        """Store the newest frame of each observation o_t (``(n, k*C, H, W)``) of ``cols``."""
+        c = self.frame_shape[0]
+        rows = self.written[cols] % self.rows
+        columns = np.arange(self.num_envs)[cols]
+        self.frames[rows, columns] = obs[:, -c:]
+
+    def commit(
+        self,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        ends: np.ndarray,
+        cols: slice = slice(None),
+    ) -> None:
+        """Complete row t of ``cols`` with a_t, r_t and the episode-end flag, making it
+        visible to ``sample``."""
+        rows = self.written[cols] % self.rows
+        columns = np.arange(self.num_envs)[cols]
+        self.actions[rows, columns] = actions
+        self.rewards[rows, columns] = rewards
+        self.ends[rows, columns] = ends
+        self.first[rows, columns] = self.pending_first[cols]
+        self.pending_first[cols] = ends
+        self.written[cols] += 1  # last: the row is complete before anyone can sample it
+
+    # ------------------------------------------------------------ sampling
+
+    def sampleable(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per column, the lowest and highest absolute row a transition can start at.
+
+        Row j needs rows j-k+1..j (its stack) not yet overwritten, and rows up to j+n
+        written (the n-step look-ahead and the next state's newest frame).
+        """
+        written = self.written.copy()
+        low = np.maximum(0, written - self.rows + self.k - 1)
+        high = written - 1 - self.n_steps
+        return low, high
+
+    def sample(
+        self, batch_size: int, rng: np.random.Generator, out: dict[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
+        """Draw ``batch_size`` n-step transitions uniformly.
+
+        Returns (or fills ``out`` with) ``states``, ``actions``, ``returns`` (discounted
+        n-step sum), ``dones`` (episode ended within the n steps: no bootstrap),
+        ``next_states`` (the state n steps later), and ``env`` and ``step`` (the column
+        and absolute row of each draw). Bootstrap with ``gamma ** n_steps``.
+        """
+        low, high = self.sampleable()
+        counts = np.maximum(high - low + 1, 0)
+        total = int(counts.sum())
+        if total <= 0:
+            raise ValueError("the replay buffer holds no complete transition yet")
+        draw = rng.integers(0, total, batch_size)
+        cum = np.cumsum(counts)
+        col = np.searchsorted(cum, draw, side="right")
+        j = low[col] + draw - (cum[col] - counts[col])
+
+        if out is None:
+            shape = (batch_size, self.k * self.frame_shape[0], *self.frame_shape[1:])
+            out = {
+                "states": np.empty(shape, np.uint8),
+                "next_states": np.empty(shape, np.uint8),
+                "actions": np.empty(batch_size, np.int64),
+                "returns": np.empty(batch_size, np.float32),
+                "dones": np.empty(batch_size, np.bool_),
+            }
+        n = self.n_steps
+        ahead = (j[:, None] + np.arange(n)) % self.rows  # rows j..j+n-1
+        ends = self.ends[ahead, col[:, None]]
+        # A step counts if no earlier step of the window ended the episode.
+        alive = np.concatenate(
+            [np.ones((batch_size, 1), bool), ~np.logical_or.accumulate(ends, axis=1)[:, :-1]],
+            axis=1,
+        )
+        rewards = self.rewards[ahead, col[:, None]]
+        out["returns"][:] = (rewards * alive * self.discounts).sum(axis=1)
+        out["dones"][:] = ends.any(axis=1)
+        out["actions"][:] = self.actions[j % self.rows, col]
+        out["env"], out["step"] = col, j  # where each transition came from
+        self._stack(j, col, out["states"])
+        self._stack(j + n, col, out["next_states"])
+        return out
+
+    def _stack(self, j: np.ndarray, col: np.ndarray, out: np.ndarray) -> None:
+        """Rebuild the states ending at absolute rows ``j`` into ``out``, oldest first."""
+        k, c = self.k, self.frame_shape[0]
+        back = j[:, None] - np.arange(k)  # rows j, j-1, ..., j-k+1
+        firsts = self.first[back % self.rows, col[:, None]]
+        # Row j-i belongs to the episode unless one of rows j-i+1..j starts an episode.
+        keep = np.concatenate(
+            [np.ones((len(j), 1), bool), ~np.logical_or.accumulate(firsts, axis=1)[:, :-1]],
+            axis=1,
+        )
+        keep &= back >= 0
+        for i in range(k):
+            slot = k - 1 - i  # newest frame goes last
+            frames = self.frames[back[:, i] % self.rows, col]
+            out[:, slot * c : (slot + 1) * c] = frames * keep[:, i, None, None, None]

@@ -1,0 +1,31 @@
+"""Named numpy arrays laid out in one flat buffer: a bytearray or a SharedMemory block.
+
+Allocating every array of a component in one block, once, is what lets worker processes
+share observations, replay frames and weights while pipes carry only small commands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Layout = list[tuple[str, tuple[int, ...], str]]  # (name, shape, dtype)
+
+
+def _aligned(nbytes: int) -> int:
+    return (nbytes + 63) // 64 * 64  # 64-byte (cache line) aligned arrays
+
+
+def layout_nbytes(layout: Layout) -> int:
+    return sum(_aligned(int(np.prod(shape)) * np.dtype(dtype).itemsize)
+               for _, shape, dtype in layout)
+
+
+def arrays_over(buffer: Any, layout: Layout) -> dict[str, np.ndarray]:
+    """View each array of ``layout`` over ``buffer``, in order."""
+    arrays, offset = {}, 0
+    for name, shape, dtype in layout:
+        arrays[name] = np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
+        offset += _aligned(int(np.prod(shape)) * np.dtype(dtype).itemsize)
+    return arrays

@@ -1,0 +1,95 @@
+"""FrameReplay against a naive reference that keeps every full observation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from atari_speed.replay import FrameReplay
+
+
+def stream(num_envs, steps, k, rng, frame=(1, 3, 2), mean_episode=6):
+    """What a vector env with FrameStack(k) shows: (obs, actions, rewards, ends) per step."""
+    stacks = [np.zeros((k, *frame), np.uint8) for _ in range(num_envs)]
+    new = [True] * num_envs
+    for _ in range(steps):
+        obs = np.empty((num_envs, k * frame[0], *frame[1:]), np.uint8)
+        for e in range(num_envs):
+            if new[e]:
+                stacks[e][:] = 0
+            stacks[e] = np.roll(stacks[e], -1, axis=0)
+            stacks[e][-1] = rng.integers(1, 256, frame)
+            obs[e] = stacks[e].reshape(obs.shape[1:])
+        actions = rng.integers(0, 6, num_envs)
+        rewards = rng.normal(size=num_envs).astype(np.float32)
+        ends = rng.random(num_envs) < 1 / mean_episode
+        new = list(ends)
+        yield obs, actions, rewards, ends
+
+
+@pytest.mark.parametrize(("num_envs", "k", "n_steps", "capacity"),
+                         [(1, 4, 1, 60), (3, 4, 3, 90), (4, 2, 1, 40), (2, 4, 5, 500)])
+def test_samples_match_the_naive_reference(num_envs, k, n_steps, capacity):
+    rng = np.random.default_rng(0)
+    gamma = 0.9
+    replay = FrameReplay(capacity, num_envs, (1, 3, 2), k, n_steps=n_steps, gamma=gamma)
+    log = []  # log[t] = (obs, actions, rewards, ends) of every env
+    for t, (obs, actions, rewards, ends) in enumerate(stream(num_envs, 300, k, rng)):
+        replay.put_obs(obs)
+        replay.commit(actions, rewards, ends)
+        log.append((obs.copy(), actions, rewards, ends))
+        if t < k + n_steps + 2:
+            continue
+        batch = replay.sample(16, rng)
+        for b in range(16):
+            e, j = int(batch["env"][b]), int(batch["step"][b])
+            assert j <= t - n_steps and j > t - replay.rows, "only live, complete rows"
+            assert np.array_equal(batch["states"][b], log[j][0][e])
+            assert batch["actions"][b] == log[j][1][e]
+            ret, done = 0.0, False
+            for i in range(n_steps):
+                ret += gamma**i * log[j + i][2][e]
+                if log[j + i][3][e]:
+                    done = True
+                    break
+            assert batch["dones"][b] == done
+            assert batch["returns"][b] == pytest.approx(ret, rel=1e-5, abs=1e-5)
+            if not done:
+                assert np.array_equal(batch["next_states"][b], log[j + n_steps][0][e])
+    assert len(replay) == replay.rows * num_envs, "the ring wrapped around"
+
+
+def test_columns_written_separately_stay_consistent():
+    # Two actors owning columns 0-1 and 2-3 write at different rates (parallel mode).
+    rng = np.random.default_rng(1)
+    replay = FrameReplay(400, 4, (1, 3, 2), 4, n_steps=2, gamma=0.5)
+    streams = [stream(2, 200, 4, rng), stream(2, 60, 4, rng)]
+    logs = [[], []]
+    for t in range(200):
+        for a, cols in enumerate((slice(0, 2), slice(2, 4))):
+            if a == 1 and t % 3:
+                continue
+            step = next(streams[a], None)
+            if step is None:
+                continue
+            obs, actions, rewards, ends = step
+            replay.put_obs(obs, cols)
+            replay.commit(actions, rewards, ends, cols)
+            logs[a].append(obs.copy())
+    batch = replay.sample(200, rng)
+    for b in range(200):
+        e, j = int(batch["env"][b]), int(batch["step"][b])
+        assert np.array_equal(batch["states"][b], logs[e // 2][j][e % 2])
+    assert set(batch["env"].tolist()) == {0, 1, 2, 3}
+
+
+def test_empty_buffer_says_so():
+    replay = FrameReplay(100, 2, (1, 3, 2), 4)
+    with pytest.raises(ValueError, match="no complete transition"):
+        replay.sample(4, np.random.default_rng(0))
+
+
+def test_pong_sized_buffer_stores_each_frame_once():
+    # 1M transitions of 84x84 frames: ~7.06 GB, the frames and nothing per-transition big.
+    nbytes = FrameReplay.nbytes(1_000_000, 4, (1, 84, 84), 4, 3)
+    assert 7.05e9 < nbytes < 7.2e9

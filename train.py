@@ -1,0 +1,8 @@
+"""Train a DQN agent on an Atari game: ``uv run train.py --preset pong-fast``."""
+
+import sys
+
+from atari_speed.cli import train_main
+
+if __name__ == "__main__":
+    sys.exit(train_main())
