@@ -30,25 +30,42 @@ def train_parser() -> argparse.ArgumentParser:
         epilog=TRAIN_EPILOG + describe_fields(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--preset", default="pong-fast",
-                        help="preset name in presets/ or a TOML path (default: pong-fast)")
+    parser.add_argument(
+        "--preset",
+        default="pong-fast",
+        help="preset name in presets/ or a TOML path (default: pong-fast)",
+    )
     parser.add_argument("--mode", choices=MODES, help="override run.mode")
     parser.add_argument("--envs", type=int, help="override run.envs (envs, or per actor)")
     parser.add_argument("--frames", type=int, help="override run.frames (agent steps, all envs)")
     parser.add_argument("--device", choices=DEVICES, help="override run.device")
     parser.add_argument("--seed", type=int, help="override run.seed")
-    parser.add_argument("--run-dir", type=Path, help="where logs and checkpoints go "
-                        "(default: runs/<date>-<preset>-<mode>)")
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        help="where logs and checkpoints go (default: runs/<date>-<preset>-<mode>)",
+    )
     parser.add_argument("--resume", metavar="CHECKPOINT", help="continue from a checkpoint.pt")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="SECTION.KEY=VALUE", help="override any preset field (repeatable)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override any preset field (repeatable)",
+    )
     return parser
 
 
 def train_main(argv: list[str] | None = None) -> int:
     args = train_parser().parse_args(argv)
-    flags = {"mode": "run.mode", "envs": "run.envs", "frames": "run.frames",
-             "device": "run.device", "seed": "run.seed"}
+    flags = {
+        "mode": "run.mode",
+        "envs": "run.envs",
+        "frames": "run.frames",
+        "device": "run.device",
+        "seed": "run.seed",
+    }
     overrides = list(args.overrides)
     for flag, key in flags.items():
         value = getattr(args, flag)
@@ -67,12 +84,20 @@ def train_main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as interrupt:
         summary = interrupt.args[0] if interrupt.args else {}
-        print(f"\ninterrupted at {summary.get('frames', '?')} frames; checkpoint.pt saved",
-              file=sys.stderr)
+        print(
+            f"\ninterrupted at {summary.get('frames', '?')} frames; checkpoint.pt saved",
+            file=sys.stderr,
+        )
         return 130
-    verdict = (f"solved in {fmt_duration(summary['solved_at_seconds'])} "
-               f"({summary['solved_at_frames']:,} frames)" if summary["solved"] else "not solved")
-    print(f"{summary['frames']:,} frames in {fmt_duration(summary['seconds'])} "
-          f"({summary['fps']:.0f} FPS), {summary['episodes']} games, best smoothed reward "
-          f"{summary['best_avg_reward']}: {verdict}")
+    verdict = (
+        f"solved in {fmt_duration(summary['solved_at_seconds'])} "
+        f"({summary['solved_at_frames']:,} frames)"
+        if summary["solved"]
+        else "not solved"
+    )
+    print(
+        f"{summary['frames']:,} frames in {fmt_duration(summary['seconds'])} "
+        f"({summary['fps']:.0f} FPS), {summary['episodes']} games, best smoothed reward "
+        f"{summary['best_avg_reward']}: {verdict}"
+    )
     return 0

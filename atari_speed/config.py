@@ -31,8 +31,7 @@ def doc(text: str, default: Any, **limits: Any) -> Any:
 
 @dataclass(frozen=True)
 class RunConfig:
-    mode: str = doc("baseline (the book's loop on ptan) | n-env | parallel", "n-env",
-                    choices=MODES)
+    mode: str = doc("baseline (the book's loop on ptan) | n-env | parallel", "n-env", choices=MODES)
     envs: int = doc("envs stepped together (n-env), or per actor (parallel)", 1, low=1, high=256)
     actors: int = doc("actor processes in parallel mode", 1, low=1, high=64)
     frames: int = doc("budget of agent steps, summed over all envs", 2_000_000, low=1)
@@ -47,8 +46,7 @@ class RunConfig:
 class EnvConfig:
     game: str = doc("ALE game name: pong, breakout, ms_pacman, ...", "pong")
     pipeline: Any = doc("a wrappers/ name, a path, or an inline table", "book")
-    backend: str = doc("env execution backend: sync | subprocess | ale", "sync",
-                       choices=BACKENDS)
+    backend: str = doc("env execution backend: sync | subprocess | ale", "sync", choices=BACKENDS)
 
 
 @dataclass(frozen=True)

@@ -77,8 +77,9 @@ class FrameReplay:
         ]
 
     @classmethod
-    def nbytes(cls, capacity: int, num_envs: int, frame_shape: tuple[int, ...], k: int,
-               n_steps: int) -> int:
+    def nbytes(
+        cls, capacity: int, num_envs: int, frame_shape: tuple[int, ...], k: int, n_steps: int
+    ) -> int:
         return layout_nbytes(cls.layout(capacity, num_envs, frame_shape, k, n_steps))
 
     def __len__(self) -> int:

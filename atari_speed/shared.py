@@ -18,8 +18,9 @@ def _aligned(nbytes: int) -> int:
 
 
 def layout_nbytes(layout: Layout) -> int:
-    return sum(_aligned(int(np.prod(shape)) * np.dtype(dtype).itemsize)
-               for _, shape, dtype in layout)
+    return sum(
+        _aligned(int(np.prod(shape)) * np.dtype(dtype).itemsize) for _, shape, dtype in layout
+    )
 
 
 def arrays_over(buffer: Any, layout: Layout) -> dict[str, np.ndarray]:

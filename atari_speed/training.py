@@ -87,8 +87,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not an atari-speed checkpoint")
     if data.get("version") != CHECKPOINT_VERSION:
         raise ConfigError(
-            f"{path}: checkpoint version {data.get('version')}, this app reads "
-            f"{CHECKPOINT_VERSION}"
+            f"{path}: checkpoint version {data.get('version')}, this app reads {CHECKPOINT_VERSION}"
         )
     return data
 
@@ -119,8 +118,14 @@ class Tracker:
     def __post_init__(self) -> None:
         self.start = time.perf_counter()
         self.writer = SummaryWriter(str(self.run_dir))
-        self.bar = tqdm(total=self.preset.run.frames, initial=self.frames, unit="frame",
-                        dynamic_ncols=True, smoothing=0.05, disable=None)
+        self.bar = tqdm(
+            total=self.preset.run.frames,
+            initial=self.frames,
+            unit="frame",
+            dynamic_ncols=True,
+            smoothing=0.05,
+            disable=None,
+        )
         self._window = (self.start, self.frames)
         self.fps = 0.0
 
@@ -141,8 +146,10 @@ class Tracker:
     def game(self, score: float, length: int) -> bool:
         self.episodes += 1
         self.last_score = score
-        self.smoothed = score if self.smoothed is None else (
-            self.smoothed * EMA_ALPHA + score * (1 - EMA_ALPHA)
+        self.smoothed = (
+            score
+            if self.smoothed is None
+            else (self.smoothed * EMA_ALPHA + score * (1 - EMA_ALPHA))
         )
         self.writer.add_scalar("episode/reward", score, self.frames)
         self.writer.add_scalar("episode/reward_smoothed", self.smoothed, self.frames)
@@ -296,8 +303,10 @@ class Run:
                 f"this run is {self.preset.env.game} ({self.actions} actions)"
             )
         if "learner" not in data:
-            raise ConfigError("--resume: this checkpoint holds weights only (a best.pt?); "
-                              "resume from checkpoint.pt")
+            raise ConfigError(
+                "--resume: this checkpoint holds weights only (a best.pt?); "
+                "resume from checkpoint.pt"
+            )
         self.learner.load_state_dict(data["learner"])
         self.frames = int(data["frames"])
         self.tracker.frames = self.frames
@@ -312,8 +321,11 @@ class Run:
         run = self.preset.run
         if self.frames >= self.next_log:
             self.next_log = self.frames + run.log_every
-            self.tracker.log(epsilon_at(self.preset, self.frames),
-                             self.learner.pop_loss() if loss_due else None, self.fill())
+            self.tracker.log(
+                epsilon_at(self.preset, self.frames),
+                self.learner.pop_loss() if loss_due else None,
+                self.fill(),
+            )
         if self.frames >= self.next_checkpoint:
             self.next_checkpoint = self.frames + run.checkpoint_every
             if self.frames:
@@ -393,8 +405,17 @@ def make_run(preset: Preset, run_dir: Path, resume: str | None, envs: int) -> Ru
     learner = Learner(net, preset.dqn, device)
     run_dir.mkdir(parents=True, exist_ok=True)
     tracker = Tracker(preset, pipeline, run_dir, device, envs)
-    run = Run(preset, pipeline, run_dir, device, learner, tracker, obs_shape, actions,
-              np.random.default_rng(preset.run.seed))
+    run = Run(
+        preset,
+        pipeline,
+        run_dir,
+        device,
+        learner,
+        tracker,
+        obs_shape,
+        actions,
+        np.random.default_rng(preset.run.seed),
+    )
     if resume:
         run.resume(load_checkpoint(resume))
     run.next_checkpoint = run.frames + preset.run.checkpoint_every
@@ -408,8 +429,9 @@ def make_run(preset: Preset, run_dir: Path, resume: str | None, envs: int) -> Ru
 def run_nenv(run: Run) -> None:
     preset = run.preset
     dqn = preset.dqn
-    venv = make_vector_env(run.pipeline, preset.env.game, preset.run.envs,
-                           backend=preset.env.backend)
+    venv = make_vector_env(
+        run.pipeline, preset.env.game, preset.run.envs, backend=preset.env.backend
+    )
     try:
         obs, _ = venv.reset(seed=preset.run.seed)
         n = venv.num_envs
@@ -474,10 +496,12 @@ def run_baseline(run: Run) -> None:
     def states_to_tensor(states: list[Any]) -> torch.Tensor:
         return torch.from_numpy(np.stack([np.asarray(s) for s in states])).to(device)
 
-    agent = ptan.agent.DQNAgent(run.learner.net, selector, device=device,
-                                preprocessor=states_to_tensor)
-    source = ptan.experience.ExperienceSourceFirstLast(env, agent, gamma=dqn.gamma,
-                                                       steps_count=dqn.n_steps)
+    agent = ptan.agent.DQNAgent(
+        run.learner.net, selector, device=device, preprocessor=states_to_tensor
+    )
+    source = ptan.experience.ExperienceSourceFirstLast(
+        env, agent, gamma=dqn.gamma, steps_count=dqn.n_steps
+    )
     buffer = ptan.experience.ExperienceReplayBuffer(source, buffer_size=preset.replay.size)
     run.fill = lambda: len(buffer) / preset.replay.size
     credit = 0

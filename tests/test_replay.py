@@ -27,8 +27,10 @@ def stream(num_envs, steps, k, rng, frame=(1, 3, 2), mean_episode=6):
         yield obs, actions, rewards, ends
 
 
-@pytest.mark.parametrize(("num_envs", "k", "n_steps", "capacity"),
-                         [(1, 4, 1, 60), (3, 4, 3, 90), (4, 2, 1, 40), (2, 4, 5, 500)])
+@pytest.mark.parametrize(
+    ("num_envs", "k", "n_steps", "capacity"),
+    [(1, 4, 1, 60), (3, 4, 3, 90), (4, 2, 1, 40), (2, 4, 5, 500)],
+)
 def test_samples_match_the_naive_reference(num_envs, k, n_steps, capacity):
     rng = np.random.default_rng(0)
     gamma = 0.9

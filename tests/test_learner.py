@@ -1,0 +1,91 @@
+"""The learner reaches the known Q-values of a tiny deterministic problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from atari_speed.config import DQNConfig
+from atari_speed.learner import DQN, Learner, epsilon_greedy
+
+SHAPE = (1, 36, 36)  # the smallest input the Nature CNN accepts
+GAMMA = 0.9
+
+
+def chain_batch(n_steps: int) -> dict[str, np.ndarray]:
+    """Three states, told apart by brightness. A: action 0 pays 1 and ends, action 1 pays 0
+    and moves to B. B: action 0 pays 2 and ends, action 1 pays 0 and moves to C. C: any
+    action pays 3 and ends. Q*(C) = 3; Q*(B) = (2, 0.9*3 = 2.7); Q*(A) = (1, 0.9*2.7 = 2.43).
+
+    With n_steps=2, A's action 1 is the 2-step transition A -> B -> C (returns 0, then
+    bootstraps from C with gamma**2), and B's action 1 is B -> C -> end (returns 0.9*3).
+    """
+    a, b, c = (np.full(SHAPE, v, np.uint8) for v in (0, 128, 255))
+    rows = [(a, 0, 1.0, True, a), (b, 0, 2.0, True, a), (c, 0, 3.0, True, a), (c, 1, 3.0, True, a)]
+    if n_steps == 1:
+        rows += [(a, 1, 0.0, False, b), (b, 1, 0.0, False, c)]
+    else:
+        rows += [(a, 1, 0.0, False, c), (b, 1, GAMMA * 3.0, True, a)]
+    return {
+        "states": np.stack([r[0] for r in rows] * 6),
+        "actions": np.array([r[1] for r in rows] * 6, np.int64),
+        "returns": np.array([r[2] for r in rows] * 6, np.float32),
+        "dones": np.array([r[3] for r in rows] * 6),
+        "next_states": np.stack([r[4] for r in rows] * 6),
+    }
+
+
+@pytest.mark.parametrize(
+    ("double", "dueling", "n_steps", "huber"),
+    [(False, False, 1, False), (True, True, 1, True), (False, False, 2, False)],
+)
+def test_learner_reaches_the_known_q_values(double, dueling, n_steps, huber):
+    torch.manual_seed(0)
+    cfg = DQNConfig(
+        learning_rate=1e-3,
+        gamma=GAMMA,
+        batch_size=32,
+        target_sync=20,
+        n_steps=n_steps,
+        double=double,
+        dueling=dueling,
+        huber=huber,
+    )
+    learner = Learner(DQN(SHAPE, 2, dueling=dueling), cfg, torch.device("cpu"))
+    batch = chain_batch(n_steps)
+    for _ in range(500):
+        learner.step(batch)
+    assert learner.pop_loss() is not None and learner.pop_loss() is None
+    with torch.no_grad():
+        q = learner.net(torch.from_numpy(batch["states"][:3])).numpy()
+    assert q[0] == pytest.approx([1.0, 2.43], abs=0.1)
+    assert q[1] == pytest.approx([2.0, 2.7], abs=0.1)
+    assert q[2] == pytest.approx([3.0, 3.0], abs=0.1)
+
+
+def test_target_network_syncs_every_target_sync_updates():
+    cfg = DQNConfig(learning_rate=1e-2, target_sync=3)
+    learner = Learner(DQN(SHAPE, 2), cfg, torch.device("cpu"))
+    batch = chain_batch(1)
+
+    def same() -> bool:
+        online = learner.net.state_dict()
+        target = learner.target.target_model.state_dict()
+        return all(torch.equal(online[k], target[k]) for k in online)
+
+    learner.step(batch)
+    learner.step(batch)
+    assert not same()
+    learner.step(batch)
+    assert same()
+
+
+def test_epsilon_greedy():
+    rng = np.random.default_rng(0)
+    greedy = np.full(10_000, 3)
+    assert (epsilon_greedy(greedy, 0.0, 6, rng) == 3).all()
+    random = epsilon_greedy(greedy, 1.0, 6, rng)
+    assert set(random.tolist()) == set(range(6))
+    share = (epsilon_greedy(greedy, 0.3, 6, rng) != 3).mean()
+    assert share == pytest.approx(0.3 * 5 / 6, abs=0.02)

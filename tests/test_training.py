@@ -1,0 +1,208 @@
+"""train.py end to end in a subprocess with tiny budgets: modes, checkpoints, resume, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from atari_speed.training import load_checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = [
+    "--set",
+    "replay.initial=200",
+    "--set",
+    "replay.size=2000",
+    "--set",
+    "run.log_every=100",
+    "--set",
+    "dqn.target_sync=50",
+    "--set",
+    "explore.epsilon_frames=400",
+]
+
+
+def train(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def nenv_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("nenv")
+    out = train("--preset", "pong-nenv", "--frames", "600", "--run-dir", str(run_dir), *TINY)
+    assert out.returncode == 0, out.stderr
+    return run_dir
+
+
+def test_nenv_mode_end_to_end(nenv_run):
+    s = summary(nenv_run)
+    assert s["mode"] == "n-env" and s["envs"] == 3 and s["frames"] == 600
+    assert s["emulator_frames"] == 2400 and s["fps"] > 0 and s["device"] == "cpu"
+    assert s["update_to_data"] == {"batch_size": 96, "train_every": 3, "samples_per_frame": 32.0}
+    assert s["pipeline"]["name"] == "book" and s["preset"]["dqn"]["batch_size"] == 96
+    assert list(nenv_run.glob("events.out.tfevents.*")), "TensorBoard logs"
+    data = load_checkpoint(nenv_run / "checkpoint.pt")
+    assert data["frames"] == 600 and data["game"] == "pong" and data["actions"] == 6
+    # (600 - 200 initial) frames / 3 frames per update, within one vector step of 3 frames
+    assert 132 <= data["learner"]["updates"] <= 134
+    # Loads with weights_only=True: tensors and plain containers only.
+    torch.load(nenv_run / "checkpoint.pt", weights_only=True)
+
+
+def test_resume_continues_frames_optimizer_and_stats(nenv_run, tmp_path):
+    before = load_checkpoint(nenv_run / "checkpoint.pt")
+    out = train(
+        "--preset",
+        "pong-nenv",
+        "--frames",
+        "900",
+        "--run-dir",
+        str(tmp_path),
+        "--resume",
+        str(nenv_run / "checkpoint.pt"),
+        *TINY,
+    )
+    assert out.returncode == 0, out.stderr
+    after = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert after["frames"] == 900
+    # The replay is refilled (200 frames), then 1 update per 3 frames resumes the count.
+    updates = after["learner"]["updates"] - before["learner"]["updates"]
+    assert 30 <= updates <= 34
+    adam = after["learner"]["optimizer"]["state"][0]["step"]
+    assert float(adam) == after["learner"]["updates"], "Adam's state carried over"
+    assert summary(tmp_path)["seconds"] > summary(nenv_run)["seconds"]
+
+
+def test_baseline_mode_runs_on_ptan(tmp_path):
+    out = train("--preset", "pong-baseline", "--frames", "400", "--run-dir", str(tmp_path), *TINY)
+    assert out.returncode == 0, out.stderr
+    s = summary(tmp_path)
+    assert s["mode"] == "baseline" and s["envs"] == 1 and s["frames"] == 400
+    data = load_checkpoint(tmp_path / "checkpoint.pt")
+    # One update per frame from the frame the buffer holds 200 transitions: frames 200..400.
+    assert data["learner"]["updates"] == 201
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            "--preset",
+            "pong-nenv",
+            "--frames",
+            "10000000",
+            "--run-dir",
+            str(tmp_path),
+            *TINY,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "summary.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "checkpoint.pt saved" in err and "Traceback" not in err
+    data = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert data["frames"] > 0 and data["frames"] == summary(tmp_path)["frames"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--preset", "pong-fats"], "preset 'pong-fats': no such preset (did you mean pong-fast?)"),
+        (["--set", "dqn.batchsize=64"], "[dqn] unknown key 'batchsize' (did you mean batch_size?)"),
+        (["--set", "dqn.batch_size=big"], "batch_size = 'big' has type str; expected int"),
+        (["--set", "dqn.gamma=1.5"], "gamma = 1.5 is out of range; expected in [0.0, 1.0]"),
+        (["--set", "training.lr=1"], "unknown section [training]; allowed: run, env, dqn"),
+        (["--set", "replay.initial=500000"], "[replay] initial = 500000 exceeds size = 100000"),
+        (["--set", "env.backend='threads'"], "backend = 'threads'; allowed: sync | subprocess"),
+        (["--set", "dqn"], "--set 'dqn': expected section.key=value"),
+        (["--set", "env.game='pongg'"], "game 'pongg': unknown Atari game; did you mean pong?"),
+    ],
+)
+def test_bad_presets_fail_at_start_with_one_line(args, message):
+    import io
+    from contextlib import redirect_stderr
+
+    from atari_speed.cli import train_main
+
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = train_main(["--preset", "pong-nenv", *args] if "--preset" not in args else args)
+    assert code == 2
+    text = err.getvalue()
+    assert message in text and text.count("\n") == 1 and text.startswith("train.py: error: ")
+
+
+def test_bad_preset_file_names_the_file(tmp_path):
+    from atari_speed.config import load_preset
+    from atari_speed.errors import ConfigError
+
+    path = tmp_path / "mine.toml"
+    path.write_text("[run]\nmode = 'turbo'\n")
+    with pytest.raises(
+        ConfigError,
+        match=r"mine\.toml: \[run\]: mode = 'turbo'; allowed: "
+        r"baseline \| n-env \| parallel",
+    ):
+        load_preset(path)
+
+
+def test_help_documents_every_flag_and_field():
+    out = train("--help")
+    assert out.returncode == 0
+    for text in (
+        "--preset",
+        "--mode",
+        "--envs",
+        "--frames",
+        "--device",
+        "--seed",
+        "--run-dir",
+        "--resume",
+        "--set",
+        "[dqn]",
+        "train_every",
+        "frames per SGD update",
+    ):
+        assert text in out.stdout
+
+
+def test_corrupt_checkpoint_is_refused_in_one_line(tmp_path, nenv_run):
+    from atari_speed.errors import ConfigError
+
+    good = (nenv_run / "checkpoint.pt").read_bytes()
+    truncated = tmp_path / "cut.pt"
+    truncated.write_bytes(good[: len(good) // 2])
+    with pytest.raises(ConfigError, match=r"cut\.pt: not a readable checkpoint"):
+        load_checkpoint(truncated)
+    foreign = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(3)}, foreign)
+    with pytest.raises(ConfigError, match=r"other\.pt: not an atari-speed checkpoint"):
+        load_checkpoint(foreign)
+    assert os.path.exists(nenv_run / "checkpoint.pt")
