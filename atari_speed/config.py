@@ -33,7 +33,21 @@ def doc(text: str, default: Any, **limits: Any) -> Any:
 class RunConfig:
     mode: str = doc("baseline (the book's loop on ptan) | n-env | parallel", "n-env", choices=MODES)
     envs: int = doc("envs stepped together (n-env), or per actor (parallel)", 1, low=1, high=256)
-    actors: int = doc("actor processes in parallel mode", 1, low=1, high=64)
+    actors: int = doc(
+        "actor processes in parallel mode; 0 = the same actor code run in the "
+        "learner's process (serial, for debugging)",
+        1,
+        low=0,
+        high=64,
+    )
+    publish_every: int = doc("SGD updates between weight publishes to actors (parallel)", 50, low=1)
+    learner_threads: int = doc(
+        "torch threads of the learner (parallel); 0 = all cores, since "
+        "actors mostly wait for frame credits",
+        0,
+        low=0,
+        high=256,
+    )
     frames: int = doc("budget of agent steps, summed over all envs", 2_000_000, low=1)
     device: str = doc("auto (CUDA when present) | cpu | cuda", "auto", choices=DEVICES)
     seed: int = doc("seed of envs, exploration and network init", 0, low=0)

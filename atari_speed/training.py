@@ -559,7 +559,7 @@ def train(preset: Preset, run_dir: Path | None = None, resume: str | None = None
 
         MODES["parallel"] = run_parallel
     run_dir = run_dir or default_run_dir(preset)
-    envs = preset.run.envs * (preset.run.actors if preset.run.mode == "parallel" else 1)
+    envs = preset.run.envs * (max(preset.run.actors, 1) if preset.run.mode == "parallel" else 1)
     run = make_run(preset, run_dir, resume, envs)
     interrupted = False
     try:

@@ -206,3 +206,111 @@ def test_corrupt_checkpoint_is_refused_in_one_line(tmp_path, nenv_run):
     with pytest.raises(ConfigError, match=r"other\.pt: not an atari-speed checkpoint"):
         load_checkpoint(foreign)
     assert os.path.exists(nenv_run / "checkpoint.pt")
+
+
+def test_parallel_mode_two_actors_end_to_end(tmp_path):
+    out = train(
+        "--preset",
+        "pong-parallel",
+        "--frames",
+        "500",
+        "--run-dir",
+        str(tmp_path),
+        "--set",
+        "run.actors=2",
+        "--set",
+        "run.envs=2",
+        *TINY,
+    )
+    assert out.returncode == 0, out.stderr
+    s = summary(tmp_path)
+    assert s["mode"] == "parallel" and s["envs"] == 4 and s["frames"] >= 500
+    assert s["choices"]["actors"] == 2 and s["choices"]["envs_per_actor"] == 2
+    data = load_checkpoint(tmp_path / "checkpoint.pt")
+    # The update-to-data ratio holds: one update per frame after the 200 warm-up frames.
+    assert abs(data["learner"]["updates"] - (data["frames"] - 200)) <= 8
+    for pid in s["choices"]["actor_pids"]:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_parallel_serial_mode_runs_the_same_actor_in_process(tmp_path):
+    out = train(
+        "--preset",
+        "pong-parallel",
+        "--frames",
+        "300",
+        "--run-dir",
+        str(tmp_path),
+        "--set",
+        "run.actors=0",
+        *TINY,
+    )
+    assert out.returncode == 0, out.stderr
+    data = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert data["frames"] == 300 and data["learner"]["updates"] == 101
+
+
+def test_killed_actor_stops_the_run_with_a_checkpoint_and_no_orphans(tmp_path):
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            "--preset",
+            "pong-parallel",
+            "--frames",
+            "10000000",
+            "--run-dir",
+            str(tmp_path),
+            "--set",
+            "run.actors=2",
+            *TINY,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    deadline = time.monotonic() + 120
+    pids, frames = [], 0
+    while frames < 100 and time.monotonic() < deadline:  # until the actors are playing
+        time.sleep(0.2)
+        if (tmp_path / "summary.json").exists():
+            s = summary(tmp_path)
+            pids, frames = s["choices"].get("actor_pids", []), s["frames"]
+    os.kill(pids[1], signal.SIGKILL)
+    killed = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - killed < 15
+    assert proc.returncode == 1
+    assert f"actor 1 (pid {pids[1]}) died with exit code -9" in err
+    assert "Traceback" not in err
+    assert load_checkpoint(tmp_path / "checkpoint.pt")["frames"] > 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids[0], 0)
+
+
+def test_actor_errors_are_reported_naming_the_actor():
+    import multiprocessing as mp
+
+    from atari_speed.errors import WorkerError
+    from atari_speed.parallel import _actor_main, _drain
+
+    games = mp.get_context("spawn").Queue()
+    spec = {
+        "capacity": 100,
+        "columns": 1,
+        "frame_shape": (1, 84, 84),
+        "k": 4,
+        "n_steps": 1,
+        "gamma": 0.99,
+        "actors_slots": 1,
+        "weights": 10,
+        "replay_shm": "no-such-block",
+        "small_shm": "no-such-block",
+        "start_frames": 0,
+    }
+    _actor_main(3, None, {}, spec, None, games, slice(0, 1), (4, 84, 84), 6)
+    time.sleep(0.2)
+    with pytest.raises(WorkerError, match=r"actor 3 failed: FileNotFoundError"):
+        _drain(games)
