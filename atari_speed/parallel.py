@@ -288,10 +288,7 @@ def _learn(
     start_frames = run.frames  # a resumed run's frames; actors count from zero
     while not run.done:
         _check_actors(procs, games)
-        if serial_actor is not None:
-            finished = None
-        else:
-            finished = _drain(games)
+        finished = _drain(games)  # empty in serial mode: the in-process actor returns games
         produced = int(shared.frames.sum())
         run.frames = start_frames + produced
         run.tracker.advance(run.frames)
@@ -309,10 +306,10 @@ def _learn(
                 if serial_actor is not None:
                     serial_actor.refresh_weights()
         elif serial_actor is not None:
-            finished = serial_actor.step()
+            finished += serial_actor.step() or []
         else:
             time.sleep(0.001)  # data comes from the actors; nothing to do until it does
-        for score, length in finished or ():
+        for score, length in finished:
             if run.tracker.game(score, length):
                 run.game_improved()
         run.periodic()
