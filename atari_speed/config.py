@@ -49,6 +49,11 @@ class RunConfig:
         high=256,
     )
     frames: int = doc("budget of agent steps, summed over all envs", 2_000_000, low=1)
+    seconds: float = doc(
+        "wall-clock budget in seconds; 0 = none (whichever budget ends first stops the run)",
+        0.0,
+        low=0.0,
+    )
     device: str = doc("auto (CUDA when present) | cpu | cuda", "auto", choices=DEVICES)
     seed: int = doc("seed of envs, exploration and network init", 0, low=0)
     stop_reward: float = doc("solved when the smoothed game score reaches this", 18.0)

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -113,6 +114,7 @@ class Tracker:
     best_eval: float | None = None
     solved_at: tuple[float, int] | None = None
     seconds_before: float = 0.0  # wall time of earlier runs this one resumed
+    learning_from: tuple[float, int] | None = None  # (seconds, frames) at the first update
     choices: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -204,6 +206,7 @@ class Tracker:
             "emulator_frames": self.frames * frame_skip(self.pipeline),
             "seconds": round(seconds, 2),
             "fps": round(self.frames / seconds, 1) if seconds > 0 else 0.0,
+            "fps_after_warmup": self.fps_after_warmup(),
             "episodes": self.episodes,
             "avg_reward": self.smoothed,
             "best_avg_reward": self.best_smoothed,
@@ -225,6 +228,13 @@ class Tracker:
             "preset": self.preset.to_dict(),
             "pipeline": self.pipeline,
         }
+
+    def fps_after_warmup(self) -> float | None:
+        """Frames per second since the first SGD update: the training speed proper."""
+        if self.learning_from is None:
+            return None
+        seconds = self.seconds - self.learning_from[0]
+        return round((self.frames - self.learning_from[1]) / seconds, 1) if seconds > 0 else None
 
     def write_summary(self) -> None:
         tmp = self.run_dir / ".summary.json.tmp"
@@ -274,8 +284,15 @@ class Run:
     next_log: int = 0
     next_eval: int = 0
     fill: Callable[[], float] = lambda: 0.0  # the mode's replay fill, 0..1
+    updates_at_start: int = 0
+    evaluation: Evaluation | None = None
 
-    def checkpoint(self, name: str = "checkpoint.pt", weights_only: bool = False) -> None:
+    def checkpoint(
+        self,
+        name: str = "checkpoint.pt",
+        weights_only: bool = False,
+        net_state: dict[str, Any] | None = None,
+    ) -> None:
         data: dict[str, Any] = {
             "format": CHECKPOINT_FORMAT,
             "version": CHECKPOINT_VERSION,
@@ -286,7 +303,7 @@ class Run:
             "actions": self.actions,
             "dueling": self.preset.dqn.dueling,
             "frames": self.frames,
-            "net": self.learner.net.state_dict(),
+            "net": net_state if net_state is not None else self.learner.net.state_dict(),
         }
         if not weights_only:
             data.update(
@@ -319,6 +336,8 @@ class Run:
     def periodic(self, loss_due: bool = True) -> None:
         """Logs, checkpoints and evaluation when their frame counts come round."""
         run = self.preset.run
+        if self.tracker.learning_from is None and self.learner.updates > self.updates_at_start:
+            self.tracker.learning_from = (self.tracker.seconds, self.frames)
         if self.frames >= self.next_log:
             self.next_log = self.frames + run.log_every
             self.tracker.log(
@@ -331,18 +350,13 @@ class Run:
             if self.frames:
                 self.checkpoint()
         ev = self.preset.eval
-        if ev.every and self.frames >= self.next_eval:
+        if ev.every and self.frames >= self.next_eval and self.evaluation is None:
             self.next_eval = self.frames + ev.every
-            if self.frames and self.tracker.evaluated(self.evaluate()):
-                self.checkpoint("best.pt", weights_only=True)
-
-    def evaluate(self) -> float:
-        """Mean whole-game score of ``eval.episodes`` games in a separate env."""
-        ev = self.preset.eval
-        env = make_env(self.pipeline, self.preset.env.game, seed=self.preset.run.seed + 10_000)
-        scores = play_games(env, self.learner.net, self.device, ev.episodes, ev.epsilon, self.rng)
-        env.close()
-        return float(np.mean(scores))
+            self.evaluation = Evaluation(self)
+        if self.evaluation is not None and self.evaluation.finished():
+            evaluation, self.evaluation = self.evaluation, None
+            if self.tracker.evaluated(evaluation.result()):
+                self.checkpoint("best.pt", weights_only=True, net_state=evaluation.net_state)
 
     def game_improved(self) -> None:
         """best.pt follows the smoothed training score when evaluation is off."""
@@ -351,7 +365,56 @@ class Run:
 
     @property
     def done(self) -> bool:
-        return self.frames >= self.preset.run.frames or self.tracker.solved
+        run = self.preset.run
+        out_of_time = run.seconds > 0 and self.tracker.seconds >= run.seconds
+        return self.frames >= run.frames or self.tracker.solved or out_of_time
+
+
+class Evaluation:
+    """Plays ``eval.episodes`` games with a snapshot of the network in a background thread,
+    so the loop (and in parallel mode, the learner) never waits for it."""
+
+    def __init__(self, run: Run) -> None:
+        ev = run.preset.eval
+        self.net_state = {k: v.detach().clone() for k, v in run.learner.net.state_dict().items()}
+        net = DQN(run.obs_shape, run.actions, dueling=run.preset.dqn.dueling).to(run.device)
+        net.load_state_dict(self.net_state)
+        net.eval()
+        self.stop = threading.Event()
+        self.scores: list[float] = []
+        self.error: BaseException | None = None
+        seed = run.preset.run.seed + 10_000 + run.frames
+
+        def play() -> None:
+            try:
+                env = make_env(run.pipeline, run.preset.env.game, seed=seed)
+                self.scores = play_games(
+                    env,
+                    net,
+                    run.device,
+                    ev.episodes,
+                    ev.epsilon,
+                    np.random.default_rng(seed),
+                    stop=self.stop,
+                )
+                env.close()
+            except BaseException as err:  # reported on the main thread by result()
+                self.error = err
+
+        self.thread = threading.Thread(target=play, name="atari-speed-eval", daemon=True)
+        self.thread.start()
+
+    def finished(self) -> bool:
+        return not self.thread.is_alive()
+
+    def result(self) -> float:
+        if self.error is not None:
+            raise self.error
+        return float(np.mean(self.scores)) if self.scores else float("nan")
+
+    def cancel(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
 
 
 def play_games(
@@ -362,11 +425,16 @@ def play_games(
     epsilon: float,
     rng: np.random.Generator,
     max_steps: int = 100_000,
+    stop: threading.Event | None = None,
 ) -> list[float]:
-    """Play whole games; return each game's unclipped score (``info["episode"]["r"]``)."""
+    """Play whole games; return each game's unclipped score (``info["episode"]["r"]``).
+
+    ``stop`` ends play early (the games finished so far are returned)."""
     scores: list[float] = []
     obs, _ = env.reset()
     for _ in range(max_steps * games):
+        if stop is not None and stop.is_set():
+            break
         greedy = greedy_actions(net, np.asarray(obs)[None], device)
         action = int(epsilon_greedy(greedy, epsilon, env.action_space.n, rng)[0])
         obs, _, terminated, truncated, info = env.step(action)
@@ -418,6 +486,7 @@ def make_run(preset: Preset, run_dir: Path, resume: str | None, envs: int) -> Ru
     )
     if resume:
         run.resume(load_checkpoint(resume))
+    run.updates_at_start = learner.updates
     run.next_checkpoint = run.frames + preset.run.checkpoint_every
     run.next_eval = run.frames + preset.eval.every
     return run
@@ -568,6 +637,8 @@ def train(preset: Preset, run_dir: Path | None = None, resume: str | None = None
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        if run.evaluation is not None:
+            run.evaluation.cancel()
         run.checkpoint()  # on every exit path: done, solved, Ctrl-C, or an error
         run.tracker.close()
     summary = run.tracker.summary()

@@ -314,3 +314,30 @@ def test_actor_errors_are_reported_naming_the_actor():
     time.sleep(0.2)
     with pytest.raises(WorkerError, match=r"actor 3 failed: FileNotFoundError"):
         _drain(games)
+
+
+def test_evaluation_runs_beside_training_and_picks_best_pt(tmp_path):
+    # A wall-clock budget of 25 s ends the run; evaluation (1 game every 300 frames) runs in
+    # a background thread meanwhile and best.pt holds the evaluated weights.
+    out = train(
+        "--preset",
+        "pong-nenv",
+        "--frames",
+        "1000000",
+        "--run-dir",
+        str(tmp_path),
+        "--set",
+        "run.seconds=25",
+        "--set",
+        "eval.every=300",
+        "--set",
+        "eval.episodes=1",
+        *TINY,
+    )
+    assert out.returncode == 0, out.stderr
+    s = summary(tmp_path)
+    assert 20 <= s["seconds"] <= 40 and s["frames"] < 1000000
+    assert s["eval_reward"] is not None and -21 <= s["eval_reward"] <= 21
+    assert s["fps_after_warmup"] is not None and s["fps_after_warmup"] > 0
+    best = load_checkpoint(tmp_path / "best.pt")
+    assert "learner" not in best and best["net"], "best.pt holds weights only"
