@@ -63,9 +63,14 @@ def pick_device(name: str) -> torch.device:
 class Learner:
     """One SGD update per ``step(batch)``: (double) DQN target, n-step bootstrap."""
 
-    def __init__(self, net: DQN, cfg: DQNConfig, device: torch.device) -> None:
+    def __init__(
+        self, net: DQN, cfg: DQNConfig, device: torch.device, channels_last: bool = False
+    ) -> None:
         self.cfg, self.device = cfg, device
         self.net = net.to(device)
+        if channels_last:
+            # Same math, different memory layout: oneDNN's convolutions run faster on it.
+            self.net.to(memory_format=torch.channels_last)
         self.target = ptan.agent.TargetNet(self.net)
         self.optimizer = torch.optim.Adam(
             self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps

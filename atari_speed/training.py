@@ -470,7 +470,7 @@ def make_run(preset: Preset, run_dir: Path, resume: str | None, envs: int) -> Ru
     device = pick_device(preset.run.device)
     torch.manual_seed(preset.run.seed)
     net = DQN(obs_shape, actions, dueling=preset.dqn.dueling)
-    learner = Learner(net, preset.dqn, device)
+    learner = Learner(net, preset.dqn, device, channels_last=preset.run.channels_last)
     run_dir.mkdir(parents=True, exist_ok=True)
     tracker = Tracker(preset, pipeline, run_dir, device, envs)
     run = Run(
