@@ -95,6 +95,9 @@ class ExploreConfig:
     epsilon_start: float = doc("epsilon at frame 0", 1.0, low=0.0, high=1.0)
     epsilon_final: float = doc("epsilon after epsilon_frames", 0.02, low=0.0, high=1.0)
     epsilon_frames: int = doc("frames of the linear decay", 100_000, low=1)
+    actor_base: float = doc("parallel mode: 0 = every actor follows the schedule above; else "
+                            "actor i of N keeps the fixed epsilon base^(1 + 7i/(N-1)), as "
+                            "Ape-X (0.4 there)", 0.0, low=0.0, high=1.0)
 
 
 @dataclass(frozen=True)

@@ -92,10 +92,28 @@ class Shared:
 
 
 def publish(shared: Shared, net: torch.nn.Module) -> None:
-    flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach().cpu().numpy()
+    # reshape, not view: a channels-last weight is not contiguous in NCHW order.
+    flat = torch.cat([p.detach().reshape(-1) for p in net.parameters()]).cpu().numpy()
     shared.control[VERSION] += 1  # odd: writing
     shared.weights[:] = flat
     shared.control[VERSION] += 1  # even: complete
+
+
+def load_flat(net: torch.nn.Module, flat: torch.Tensor) -> None:
+    """Inverse of ``publish``'s flattening, whatever each parameter's memory layout."""
+    offset = 0
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(flat[offset : offset + p.numel()].view(p.shape))
+            offset += p.numel()
+
+
+def actor_epsilon(preset: Preset, index: int) -> float | None:
+    """Actor ``index``'s fixed epsilon (Ape-X's spread), or None to follow the schedule."""
+    base, actors = preset.explore.actor_base, max(preset.run.actors, 1)
+    if base <= 0:
+        return None
+    return base ** (1 + 7 * index / (actors - 1)) if actors > 1 else base
 
 
 class Actor:
@@ -128,6 +146,7 @@ class Actor:
         self.version = -1
         self.rng = np.random.default_rng(preset.run.seed + 1000 * (index + 1))
         self.device = torch.device("cpu")
+        self.fixed_epsilon = actor_epsilon(preset, index)
 
     def refresh_weights(self) -> None:
         version = int(self.shared.control[VERSION])
@@ -135,7 +154,7 @@ class Actor:
             return
         flat = torch.from_numpy(self.shared.weights.copy())
         if int(self.shared.control[VERSION]) == version:  # not rewritten while copying
-            torch.nn.utils.vector_to_parameters(flat, self.net.parameters())
+            load_flat(self.net, flat)
             self.version = version
 
     def step(self) -> list[tuple[float, int]] | None:
@@ -146,8 +165,10 @@ class Actor:
                 for _ in range(taken):
                     self.credits.release()
                 return None
-        frames = self.shared.spec["start_frames"] + int(self.shared.frames.sum())
-        epsilon = epsilon_at(self.preset, frames)
+        epsilon = self.fixed_epsilon
+        if epsilon is None:
+            frames = self.shared.spec["start_frames"] + int(self.shared.frames.sum())
+            epsilon = epsilon_at(self.preset, frames)
         if epsilon >= 1.0 or self.version < 0:
             actions = self.rng.integers(0, self.actions, n)
         else:

@@ -42,8 +42,10 @@ def run_row(args: list[str], seconds: float, warmup: int, extra: list[str]) -> d
                "--frames", "100000000", "--run-dir", tmp, "--set", f"run.seconds={seconds}",
                "--set", f"replay.initial={warmup}", *args, *extra]
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        if out.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
+        if out.returncode != 0:  # report it and keep the other rows' numbers
+            print(f"\n{' '.join(cmd)} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
+            return {"fps_after_warmup": float("nan"), "torch_threads": None, "device": None,
+                    "update_to_data": {"train_every": float("nan")}}
         return json.loads((Path(tmp) / "summary.json").read_text())
 
 

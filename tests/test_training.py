@@ -341,3 +341,13 @@ def test_evaluation_runs_beside_training_and_picks_best_pt(tmp_path):
     assert s["fps_after_warmup"] is not None and s["fps_after_warmup"] > 0
     best = load_checkpoint(tmp_path / "best.pt")
     assert "learner" not in best and best["net"], "best.pt holds weights only"
+
+
+def test_per_actor_fixed_epsilons():
+    from atari_speed.config import Preset
+    from atari_speed.parallel import actor_epsilon
+
+    spread = Preset().replace("run", actors=4).replace("explore", actor_base=0.4)
+    eps = [actor_epsilon(spread, i) for i in range(4)]
+    assert eps == pytest.approx([0.4, 0.4 ** (1 + 7 / 3), 0.4 ** (1 + 14 / 3), 0.4**8])
+    assert actor_epsilon(Preset().replace("run", actors=4), 2) is None  # follows the schedule
