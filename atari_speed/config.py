@@ -58,8 +58,11 @@ class RunConfig:
     seed: int = doc("seed of envs, exploration and network init", 0, low=0)
     stop_reward: float = doc("solved when the smoothed game score reaches this", 18.0)
     checkpoint_every: int = doc("frames between checkpoint.pt writes", 100_000, low=1)
-    channels_last: bool = doc("keep conv weights channels-last: measured 1.22x faster SGD "
-                              "steps on the 2-core CPU (oneDNN); same math", False)
+    channels_last: bool = doc(
+        "keep conv weights channels-last: measured 1.22x faster SGD "
+        "steps on the 2-core CPU (oneDNN); same math",
+        False,
+    )
     log_every: int = doc("frames between TensorBoard scalars and summary.json", 2_000, low=1)
 
 
@@ -95,9 +98,14 @@ class ExploreConfig:
     epsilon_start: float = doc("epsilon at frame 0", 1.0, low=0.0, high=1.0)
     epsilon_final: float = doc("epsilon after epsilon_frames", 0.02, low=0.0, high=1.0)
     epsilon_frames: int = doc("frames of the linear decay", 100_000, low=1)
-    actor_base: float = doc("parallel mode: 0 = every actor follows the schedule above; else "
-                            "actor i of N keeps the fixed epsilon base^(1 + 7i/(N-1)), as "
-                            "Ape-X (0.4 there)", 0.0, low=0.0, high=1.0)
+    actor_base: float = doc(
+        "parallel mode: 0 = every actor follows the schedule above; else "
+        "actor i of N keeps the fixed epsilon base^(1 + 7i/(N-1)), as "
+        "Ape-X (0.4 there)",
+        0.0,
+        low=0.0,
+        high=1.0,
+    )
 
 
 @dataclass(frozen=True)

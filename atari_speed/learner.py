@@ -72,8 +72,10 @@ class Learner:
             # Same math, different memory layout: oneDNN's convolutions run faster on it.
             self.net.to(memory_format=torch.channels_last)
         self.target = ptan.agent.TargetNet(self.net)
+        # fused: the same Adam update in one kernel over all tensors; on this 2-core CPU the
+        # default per-tensor loop cost ~1 ms of a ~28 ms update.
         self.optimizer = torch.optim.Adam(
-            self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps
+            self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
         )
         self.bootstrap = cfg.gamma**cfg.n_steps
         self.updates = 0

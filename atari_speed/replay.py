@@ -183,7 +183,7 @@ class FrameReplay:
             axis=1,
         )
         keep &= back >= 0
-        for i in range(k):
-            slot = k - 1 - i  # newest frame goes last
-            frames = self.frames[back[:, i] % self.rows, col]
-            out[:, slot * c : (slot + 1) * c] = frames * keep[:, i, None, None, None]
+        # One gather of all k frames (oldest first), then zero only the masked ones.
+        frames = self.frames[back[:, ::-1] % self.rows, col[:, None]]  # (B, k, C, H, W)
+        frames[~keep[:, ::-1]] = 0
+        out[:] = frames.reshape(out.shape)

@@ -31,34 +31,66 @@ ROWS: dict[str, list[str]] = {
     "parallel, 1 actor x 4 envs": ["--mode", "parallel", "--envs", "4"],
     "baseline, channels-last learner": CL,
     "n-env, 4 envs, channels-last learner": ["--mode", "n-env", "--envs", "4", *CL],
-    "parallel, 1 actor x 4 envs, channels-last learner": ["--mode", "parallel", "--envs", "4",
-                                                          *CL],
+    "parallel, 1 actor x 4 envs, channels-last learner": ["--mode", "parallel", "--envs", "4", *CL],
+    "n-env, 8 envs, ale backend, channels-last learner": [
+        "--mode",
+        "n-env",
+        "--envs",
+        "8",
+        "--set",
+        "env.backend='ale'",
+        *CL,
+    ],
 }
 
 
 def run_row(args: list[str], seconds: float, warmup: int, extra: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "pong-baseline",
-               "--frames", "100000000", "--run-dir", tmp, "--set", f"run.seconds={seconds}",
-               "--set", f"replay.initial={warmup}", *args, *extra]
+        cmd = [
+            sys.executable,
+            str(ROOT / "train.py"),
+            "--preset",
+            "pong-baseline",
+            "--frames",
+            "100000000",
+            "--run-dir",
+            tmp,
+            "--set",
+            f"run.seconds={seconds}",
+            "--set",
+            f"replay.initial={warmup}",
+            *args,
+            *extra,
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if out.returncode != 0:  # report it and keep the other rows' numbers
             print(f"\n{' '.join(cmd)} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
-            return {"fps_after_warmup": float("nan"), "torch_threads": None, "device": None,
-                    "update_to_data": {"train_every": float("nan")}}
+            return {
+                "fps_after_warmup": float("nan"),
+                "torch_threads": None,
+                "device": None,
+                "update_to_data": {"train_every": float("nan")},
+            }
         return json.loads((Path(tmp) / "summary.json").read_text())
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=100, help="wall time per run")
     parser.add_argument("--reps", type=int, default=1, help="repetitions of every row")
-    parser.add_argument("--warmup", type=int, default=2000,
-                        help="replay.initial for every row (default 2000)")
+    parser.add_argument(
+        "--warmup", type=int, default=2000, help="replay.initial for every row (default 2000)"
+    )
     parser.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
-    parser.add_argument("--set", dest="extra", action="append", default=[],
-                        help="extra --set for every row, e.g. dqn.batch_size=64")
+    parser.add_argument(
+        "--set",
+        dest="extra",
+        action="append",
+        default=[],
+        help="extra --set for every row, e.g. dqn.batch_size=64",
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     extra = [x for item in args.extra for x in ("--set", item)]
@@ -70,17 +102,25 @@ def main() -> None:
                 bar.update()
     first = args.rows[0]
     base = statistics.median(s["fps_after_warmup"] for s in results[first])
-    print(f"\nTraining FPS after warm-up, pong-baseline hyperparameters, {args.seconds:g} s "
-          f"per run, median of {args.reps}; torch threads "
-          f"{results[first][0]['torch_threads']}, device {results[first][0]['device']}\n")
+    print(
+        f"\nTraining FPS after warm-up, pong-baseline hyperparameters, {args.seconds:g} s "
+        f"per run, median of {args.reps}; torch threads "
+        f"{results[first][0]['torch_threads']}, device {results[first][0]['device']}\n"
+    )
     print("| mode | FPS after warm-up | vs baseline | SGD updates per frame |")
     print("|---|---:|---:|---:|")
     rows = []
     for name in args.rows:
         fps = statistics.median(s["fps_after_warmup"] for s in results[name])
         utd = 1 / results[name][0]["update_to_data"]["train_every"]
-        rows.append({"mode": name, "fps_after_warmup": fps, "ratio": fps / base,
-                     "runs": [s["fps_after_warmup"] for s in results[name]]})
+        rows.append(
+            {
+                "mode": name,
+                "fps_after_warmup": fps,
+                "ratio": fps / base,
+                "runs": [s["fps_after_warmup"] for s in results[name]],
+            }
+        )
         print(f"| {name} | {fps:.1f} | {fps / base:.2f}x | {utd:g} |")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
