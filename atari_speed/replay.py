@@ -174,7 +174,7 @@ class FrameReplay:
 
     def _stack(self, j: np.ndarray, col: np.ndarray, out: np.ndarray) -> None:
         """Rebuild the states ending at absolute rows ``j`` into ``out``, oldest first."""
-        k, c = self.k, self.frame_shape[0]
+        k = self.k
         back = j[:, None] - np.arange(k)  # rows j, j-1, ..., j-k+1
         firsts = self.first[back % self.rows, col[:, None]]
         # Row j-i belongs to the episode unless one of rows j-i+1..j starts an episode.
