@@ -39,7 +39,7 @@ from atari_speed.learner import DQN, epsilon_greedy, greedy_actions
 from atari_speed.replay import FrameReplay
 from atari_speed.shared import arrays_over, layout_nbytes
 from atari_speed.training import epsilon_at
-from atari_speed.vector import _attach, _single_threaded_children, make_vector_env
+from atari_speed.vector import _attach, make_vector_env, quiet_children
 
 STOP, VERSION = 0, 1  # slots of the control array
 WAIT = 0.5  # seconds: the longest any wait blocks before re-checking for shutdown
@@ -274,7 +274,7 @@ def run_parallel(run: Any) -> None:
             proc = ctx.Process(
                 target=_actor_main, args=args, daemon=True, name=f"atari-speed-actor-{i}"
             )
-            with _single_threaded_children():
+            with quiet_children():
                 proc.start()
             procs.append(proc)
         run.tracker.choices["actor_pids"] = [p.pid for p in procs]

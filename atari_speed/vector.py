@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import signal
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -192,19 +193,25 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 @contextmanager
-def _single_threaded_children() -> Iterator[None]:
-    """Start child processes with one BLAS/OpenMP thread each (unless the user chose).
+def quiet_children() -> Iterator[None]:
+    """Start child processes with one BLAS/OpenMP thread each and SIGINT ignored.
 
-    The workers are the parallelism; numpy's default of one BLAS thread per core in every
-    worker thrashes (measured: the numpy image backend ran 15x slower in 2 workers on 2
-    cores). Spawned children read these variables when they import numpy.
+    One thread: the workers are the parallelism, and numpy's default of one BLAS thread per
+    core in every worker thrashes (measured: the numpy image backend ran 15x slower in 2
+    workers on 2 cores). Spawned children read these variables when they import numpy.
+
+    SIGINT ignored: Ctrl-C reaches the whole process group, but only the parent acts on
+    it (it saves a checkpoint, then stops its children), so a child never dies of it,
+    not even while it is still importing. An ignored signal stays ignored across exec.
     """
     saved = {var: os.environ.get(var) for var in _THREAD_VARS}
     for var in _THREAD_VARS:
         os.environ.setdefault(var, "1")
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
     finally:
+        signal.signal(signal.SIGINT, previous)
         for var, value in saved.items():
             if value is None:
                 os.environ.pop(var, None)
@@ -316,7 +323,7 @@ class SubprocessVectorEnv(VectorEnv):
                 proc = ctx.Process(
                     target=_worker, args=args, daemon=True, name=f"atari-speed-env-worker-{index}"
                 )
-                with _single_threaded_children():
+                with quiet_children():
                     proc.start()
                 child.close()
                 self.workers.append(proc)

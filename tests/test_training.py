@@ -101,30 +101,41 @@ def test_baseline_mode_runs_on_ptan(tmp_path):
     assert data["learner"]["updates"] == 201
 
 
-def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            "--preset",
-            "pong-nenv",
-            "--frames",
-            "10000000",
-            "--run-dir",
-            str(tmp_path),
-            *TINY,
-        ],
+def start_training(*args: str) -> subprocess.Popen:
+    """train.py in its own process group, as a terminal would run it."""
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        start_new_session=True,
     )
+
+
+def wait_until_training(proc: subprocess.Popen, run_dir: Path, frames: int = 100) -> dict:
     deadline = time.monotonic() + 120
-    while not (tmp_path / "summary.json").exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+        if (run_dir / "summary.json").exists():
+            s = summary(run_dir)
+            if s["frames"] >= frames:
+                return s
+    raise AssertionError(f"no training progress; stderr: {proc.communicate()[1][-2000:]}")
+
+
+@pytest.mark.parametrize(
+    "mode", [["--preset", "pong-nenv"], ["--preset", "pong-parallel", "--set", "run.actors=2"]]
+)
+def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path, mode):
+    proc = start_training(*mode, "--frames", "10000000", "--run-dir", str(tmp_path), *TINY)
+    try:
+        wait_until_training(proc, tmp_path)
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
     assert "checkpoint.pt saved" in err and "Traceback" not in err
     data = load_checkpoint(tmp_path / "checkpoint.pt")
@@ -252,35 +263,25 @@ def test_parallel_serial_mode_runs_the_same_actor_in_process(tmp_path):
 
 
 def test_killed_actor_stops_the_run_with_a_checkpoint_and_no_orphans(tmp_path):
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            "--preset",
-            "pong-parallel",
-            "--frames",
-            "10000000",
-            "--run-dir",
-            str(tmp_path),
-            "--set",
-            "run.actors=2",
-            *TINY,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
+    proc = start_training(
+        "--preset",
+        "pong-parallel",
+        "--frames",
+        "10000000",
+        "--run-dir",
+        str(tmp_path),
+        "--set",
+        "run.actors=2",
+        *TINY,
     )
-    deadline = time.monotonic() + 120
-    pids, frames = [], 0
-    while frames < 100 and time.monotonic() < deadline:  # until the actors are playing
-        time.sleep(0.2)
-        if (tmp_path / "summary.json").exists():
-            s = summary(tmp_path)
-            pids, frames = s["choices"].get("actor_pids", []), s["frames"]
-    os.kill(pids[1], signal.SIGKILL)
-    killed = time.monotonic()
-    _, err = proc.communicate(timeout=60)
+    try:
+        pids = wait_until_training(proc, tmp_path)["choices"]["actor_pids"]
+        os.kill(pids[1], signal.SIGKILL)
+        killed = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
     assert time.monotonic() - killed < 15
     assert proc.returncode == 1
     assert f"actor 1 (pid {pids[1]}) died with exit code -9" in err
