@@ -74,6 +74,38 @@ def run_row(args: list[str], seconds: float, warmup: int, extra: list[str]) -> d
         return json.loads((Path(tmp) / "summary.json").read_text())
 
 
+def learner_ceiling(seconds: float, channels_last: bool) -> float:
+    """SGD updates per second of the learner alone, on a replay filled with random frames:
+    at one update per frame, no mode can train faster than this."""
+    import time
+
+    import numpy as np
+    import torch
+
+    from atari_speed.config import load_preset
+    from atari_speed.learner import DQN, Learner
+    from atari_speed.replay import FrameReplay
+
+    preset = load_preset("pong-baseline")
+    rng = np.random.default_rng(0)
+    replay = FrameReplay(20_000, 1, (1, 84, 84), 4, preset.dqn.n_steps, preset.dqn.gamma)
+    for _ in range(5_000):
+        replay.put_obs(rng.integers(0, 255, (1, 4, 84, 84), dtype=np.uint8))
+        replay.commit(rng.integers(0, 6, 1), rng.random(1), rng.random(1) < 0.01)
+    learner = Learner(DQN((4, 84, 84), 6), preset.dqn, torch.device("cpu"), channels_last)
+    batch = None
+    for _ in range(10):
+        batch = replay.sample(preset.dqn.batch_size, rng, batch)
+        learner.step(batch)
+    updates, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        batch = replay.sample(preset.dqn.batch_size, rng, batch)
+        learner.step(batch)
+        updates += 1
+    learner.pop_loss()
+    return updates / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -122,6 +154,11 @@ def main() -> None:
             }
         )
         print(f"| {name} | {fps:.1f} | {fps / base:.2f}x | {utd:g} |")
+    for cl in (False, True):
+        name = "ceiling: learner alone, no env" + (", channels-last" if cl else "")
+        fps = learner_ceiling(args.seconds / 2, cl)
+        rows.append({"mode": name, "fps_after_warmup": fps, "ratio": fps / base})
+        print(f"| {name} | {fps:.1f} | {fps / base:.2f}x | 1 |")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
 
