@@ -101,3 +101,90 @@ def train_main(argv: list[str] | None = None) -> int:
         f"{summary['best_avg_reward']}: {verdict}"
     )
     return 0
+
+
+def play_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="play.py",
+        description="Play a trained agent: rebuilds the checkpoint's game and pipeline, plays "
+        "whole games and prints each game's score (unclipped, across lives) and length.",
+    )
+    parser.add_argument(
+        "path", help="a checkpoint (.pt) or a run directory (then best.pt, else checkpoint.pt)"
+    )
+    parser.add_argument("--episodes", type=int, default=1, help="games to play (default: 1)")
+    parser.add_argument(
+        "--epsilon", type=float, default=0.0, help="chance of a random action (default: 0, greedy)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="env and exploration seed")
+    parser.add_argument("--device", choices=DEVICES, default="auto")
+    parser.add_argument(
+        "--json", action="store_true", help="print only one JSON object on one line, for scripts"
+    )
+    return parser
+
+
+def play_main(argv: list[str] | None = None) -> int:
+    args = play_parser().parse_args(argv)
+    try:
+        import json
+        import statistics
+
+        import numpy as np
+
+        from atari_speed.learner import DQN, pick_device
+        from atari_speed.pipeline import make_env
+        from atari_speed.training import load_checkpoint, play_episodes
+
+        path = Path(args.path)
+        if path.is_dir():
+            path = next(
+                (p for p in (path / "best.pt", path / "checkpoint.pt") if p.exists()),
+                path / "checkpoint.pt",
+            )
+        data = load_checkpoint(path)
+        env = make_env(data["pipeline"], data["game"], seed=args.seed)
+        if env.action_space.n != data["actions"] or list(env.observation_space.shape) != list(
+            data["obs_shape"]
+        ):
+            raise ConfigError(
+                f"{path}: checkpoint is for {data['actions']} actions and "
+                f"observations {data['obs_shape']}; the rebuilt "
+                f"{data['game']} env has {env.action_space.n} and "
+                f"{list(env.observation_space.shape)}"
+            )
+        device = pick_device(args.device)
+        net = DQN(tuple(data["obs_shape"]), data["actions"], dueling=data["dueling"]).to(device)
+        net.load_state_dict(data["net"])
+        net.eval()
+        games = play_episodes(
+            env, net, device, args.episodes, args.epsilon, np.random.default_rng(args.seed)
+        )
+    except ConfigError as err:
+        print(f"play.py: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    scores = [g["r"] for g in games]
+    mean = statistics.fmean(scores)
+    std = statistics.pstdev(scores)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "checkpoint": str(path),
+                    "game": data["game"],
+                    "frames_trained": data["frames"],
+                    "episodes": games,
+                    "mean": mean,
+                    "std": std,
+                }
+            )
+        )
+        return 0
+    print(f"{path}: {data['game']}, trained {data['frames']:,} frames")
+    for i, g in enumerate(games, 1):
+        print(f"game {i}: score {g['r']:g}, {g['l']} steps")
+    print(f"mean {mean:.2f} +- {std:.2f} over {len(games)} games")
+    return 0

@@ -388,15 +388,11 @@ class Evaluation:
         def play() -> None:
             try:
                 env = make_env(run.pipeline, run.preset.env.game, seed=seed)
-                self.scores = play_games(
-                    env,
-                    net,
-                    run.device,
-                    ev.episodes,
-                    ev.epsilon,
-                    np.random.default_rng(seed),
-                    stop=self.stop,
+                rng = np.random.default_rng(seed)
+                games = play_episodes(
+                    env, net, run.device, ev.episodes, ev.epsilon, rng, stop=self.stop
                 )
+                self.scores = [g["r"] for g in games]
                 env.close()
             except BaseException as err:  # reported on the main thread by result()
                 self.error = err
@@ -417,34 +413,28 @@ class Evaluation:
         self.thread.join(timeout=10)
 
 
-def play_games(
+def play_episodes(
     env: gym.Env,
     net: torch.nn.Module,
     device: torch.device,
     games: int,
     epsilon: float,
     rng: np.random.Generator,
-    max_steps: int = 100_000,
     stop: threading.Event | None = None,
-) -> list[float]:
-    """Play whole games; return each game's unclipped score (``info["episode"]["r"]``).
-
-    ``stop`` ends play early (the games finished so far are returned)."""
-    scores: list[float] = []
+) -> list[dict[str, Any]]:
+    """Play whole games; return each game's ``info["episode"]`` (unclipped score ``r``,
+    agent steps ``l``, emulator ``frames``). ``stop`` ends play early."""
+    finished: list[dict[str, Any]] = []
     obs, _ = env.reset()
-    for _ in range(max_steps * games):
-        if stop is not None and stop.is_set():
-            break
+    while len(finished) < games and not (stop is not None and stop.is_set()):
         greedy = greedy_actions(net, np.asarray(obs)[None], device)
         action = int(epsilon_greedy(greedy, epsilon, env.action_space.n, rng)[0])
         obs, _, terminated, truncated, info = env.step(action)
         if "episode" in info:
-            scores.append(float(info["episode"]["r"]))
-            if len(scores) == games:
-                break
+            finished.append(dict(info["episode"]))
         if terminated or truncated:
             obs, _ = env.reset()
-    return scores
+    return finished
 
 
 @contextmanager
