@@ -96,3 +96,12 @@ def test_truncated_checkpoint(run_dir, tmp_path):
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 3])
     out = play(str(tmp_path / "cut.pt"))
     assert out.returncode == 2 and "cut.pt: not a readable checkpoint" in out.stderr
+
+
+def test_checkpoint_that_does_not_fit_its_game(run_dir, tmp_path):
+    data = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    data["actions"] = 4  # Pong's minimal action set has 6
+    torch.save(data, tmp_path / "wrong.pt")
+    out = play(str(tmp_path / "wrong.pt"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "wrong.pt: checkpoint is for 4 actions" in out.stderr and "env has 6" in out.stderr
