@@ -161,3 +161,18 @@ def epsilon_greedy(
     """Replace each greedy action by a random one with probability ``epsilon``."""
     explore = rng.random(len(greedy)) < epsilon
     return np.where(explore, rng.integers(0, actions, len(greedy)), greedy)
+
+
+def select_actions(
+    net: nn.Module,
+    obs: np.ndarray,
+    epsilon: float,
+    actions: int,
+    rng: np.random.Generator,
+    device: torch.device,
+) -> np.ndarray:
+    """Epsilon-greedy actions for a batch of observations ``(N, k, H, W)``; while epsilon is
+    1 (warm-up) every action is random, so the forward pass is skipped."""
+    if epsilon >= 1.0:
+        return rng.integers(0, actions, len(obs))
+    return epsilon_greedy(greedy_actions(net, obs, device), epsilon, actions, rng)

@@ -35,10 +35,10 @@ import torch
 
 from atari_speed.config import Preset
 from atari_speed.errors import WorkerError
-from atari_speed.learner import DQN, epsilon_greedy, greedy_actions
+from atari_speed.learner import DQN, select_actions
 from atari_speed.replay import FrameReplay
 from atari_speed.shared import arrays_over, layout_nbytes
-from atari_speed.training import epsilon_at
+from atari_speed.training import epsilon_at, stack_size
 from atari_speed.vector import _attach, make_vector_env, quiet_children
 
 STOP, VERSION = 0, 1  # slots of the control array
@@ -169,11 +169,9 @@ class Actor:
         if epsilon is None:
             frames = self.shared.spec["start_frames"] + int(self.shared.frames.sum())
             epsilon = epsilon_at(self.preset, frames)
-        if epsilon >= 1.0 or self.version < 0:
-            actions = self.rng.integers(0, self.actions, n)
-        else:
-            greedy = greedy_actions(self.net, self.obs, self.device)
-            actions = epsilon_greedy(greedy, epsilon, self.actions, self.rng)
+        if self.version < 0:  # no weights received yet: act at random
+            epsilon = 1.0
+        actions = select_actions(self.net, self.obs, epsilon, self.actions, self.rng, self.device)
         replay = self.shared.replay
         replay.put_obs(self.obs, self.cols)
         self.obs, rewards, terminated, truncated, infos = self.venv.step(actions)
@@ -232,14 +230,12 @@ def run_parallel(run: Any) -> None:
     dqn, cfg = preset.dqn, preset.run
     serial = cfg.actors == 0
     actors = max(cfg.actors, 1)
-    k = next((s["k"] for s in run.pipeline["stages"] if s["wrapper"] == "FrameStack"), 1)
-    frame_shape = (run.obs_shape[0] // k, *run.obs_shape[1:])
     weights = sum(p.numel() for p in run.learner.net.parameters())
     spec = {
         "capacity": preset.replay.size,
         "columns": actors * cfg.envs,
-        "frame_shape": frame_shape,
-        "k": k,
+        "frame_shape": run.frame_shape,
+        "k": stack_size(run.pipeline),
         "n_steps": dqn.n_steps,
         "gamma": dqn.gamma,
         "actors_slots": actors,

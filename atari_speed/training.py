@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from atari_speed.config import Preset
 from atari_speed.errors import ConfigError
-from atari_speed.learner import DQN, Learner, epsilon_greedy, greedy_actions, pick_device
+from atari_speed.learner import DQN, Learner, pick_device, select_actions
 from atari_speed.pipeline import make_env, resolve_game, resolve_pipeline
 from atari_speed.replay import FrameReplay
 from atari_speed.vector import make_vector_env
@@ -364,6 +364,11 @@ class Run:
             self.checkpoint("best.pt", weights_only=True)
 
     @property
+    def frame_shape(self) -> tuple[int, ...]:
+        """One frame of an observation, ``(C, H, W)``: what the replay stores per step."""
+        return (self.obs_shape[0] // stack_size(self.pipeline), *self.obs_shape[1:])
+
+    @property
     def done(self) -> bool:
         run = self.preset.run
         out_of_time = run.seconds > 0 and self.tracker.seconds >= run.seconds
@@ -427,8 +432,8 @@ def play_episodes(
     finished: list[dict[str, Any]] = []
     obs, _ = env.reset()
     while len(finished) < games and not (stop is not None and stop.is_set()):
-        greedy = greedy_actions(net, np.asarray(obs)[None], device)
-        action = int(epsilon_greedy(greedy, epsilon, env.action_space.n, rng)[0])
+        batch = np.asarray(obs)[None]
+        action = int(select_actions(net, batch, epsilon, env.action_space.n, rng, device)[0])
         obs, _, terminated, truncated, info = env.step(action)
         if "episode" in info:
             finished.append(dict(info["episode"]))
@@ -494,19 +499,17 @@ def run_nenv(run: Run) -> None:
     try:
         obs, _ = venv.reset(seed=preset.run.seed)
         n = venv.num_envs
-        k = stack_size(run.pipeline)
-        frame_shape = (obs.shape[1] // k, *obs.shape[2:])
-        replay = FrameReplay(preset.replay.size, n, frame_shape, k, dqn.n_steps, dqn.gamma)
+        replay = FrameReplay(
+            preset.replay.size, n, run.frame_shape, stack_size(run.pipeline), dqn.n_steps, dqn.gamma
+        )
         run.fill = lambda: len(replay) / preset.replay.size
         batch = None
         credit = 0
         while not run.done:
             epsilon = epsilon_at(preset, run.frames)
-            if epsilon >= 1.0:
-                actions = run.rng.integers(0, run.actions, n)
-            else:
-                greedy = greedy_actions(run.learner.net, obs, run.device)
-                actions = epsilon_greedy(greedy, epsilon, run.actions, run.rng)
+            actions = select_actions(
+                run.learner.net, obs, epsilon, run.actions, run.rng, run.device
+            )
             replay.put_obs(obs)  # before step(), which overwrites obs in place
             obs, rewards, terminated, truncated, infos = venv.step(actions)
             replay.commit(actions, rewards, terminated | truncated)
@@ -603,7 +606,12 @@ def unpack_ptan(batch: list[Any]) -> dict[str, np.ndarray]:
 # ---------------------------------------------------------------- entry
 
 
-MODES = {"baseline": run_baseline, "n-env": run_nenv}
+def mode_loop(mode: str) -> Callable[[Run], None]:
+    if mode == "parallel":  # imported here: parallel imports this module
+        from atari_speed.parallel import run_parallel
+
+        return run_parallel
+    return {"baseline": run_baseline, "n-env": run_nenv}[mode]
 
 
 def default_run_dir(preset: Preset) -> Path:
@@ -613,17 +621,14 @@ def default_run_dir(preset: Preset) -> Path:
 
 def train(preset: Preset, run_dir: Path | None = None, resume: str | None = None) -> dict:
     """Train with ``preset``; return the final summary (also in ``run_dir/summary.json``)."""
-    if preset.run.mode not in MODES:
-        from atari_speed.parallel import run_parallel
-
-        MODES["parallel"] = run_parallel
+    loop = mode_loop(preset.run.mode)
     run_dir = run_dir or default_run_dir(preset)
     envs = preset.run.envs * (max(preset.run.actors, 1) if preset.run.mode == "parallel" else 1)
     run = make_run(preset, run_dir, resume, envs)
     interrupted = False
     try:
         with interrupt_as_exception():
-            MODES[preset.run.mode](run)
+            loop(run)
     except KeyboardInterrupt:
         interrupted = True
     finally:
