@@ -426,17 +426,22 @@ def play_episodes(
     epsilon: float,
     rng: np.random.Generator,
     stop: threading.Event | None = None,
+    on_step: Callable[[], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """Play whole games; return each game's ``info["episode"]`` (unclipped score ``r``,
-    agent steps ``l``, emulator ``frames``). ``stop`` ends play early."""
+    agent steps ``l``, emulator ``frames``). ``stop`` ends play early. ``on_step`` is called
+    after the first reset and after every step (``play.py`` shows and records the screen);
+    returning False ends play early. Either way the game in progress is not returned."""
     finished: list[dict[str, Any]] = []
     obs, _ = env.reset()
-    while len(finished) < games and not (stop is not None and stop.is_set()):
+    going = on_step is None or on_step()
+    while going and len(finished) < games and not (stop is not None and stop.is_set()):
         batch = np.asarray(obs)[None]
         action = int(select_actions(net, batch, epsilon, env.action_space.n, rng, device)[0])
         obs, _, terminated, truncated, info = env.step(action)
         if "episode" in info:
             finished.append(dict(info["episode"]))
+        going = on_step is None or on_step()
         if terminated or truncated:
             obs, _ = env.reset()
     return finished

@@ -1,25 +1,41 @@
-"""play.py: scores a checkpoint from a tiny training run; bad input is one line, exit 2."""
+"""play.py: scores, records and (without a display) still plays a checkpoint from a tiny
+training run; bad input is one line, exit 2."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 import torch
+from PIL import Image, ImageSequence
 
 ROOT = Path(__file__).resolve().parent.parent
+PONG_BACKGROUND = (144, 72, 17)
 
 
-def play(*args: str) -> subprocess.CompletedProcess:
+def headless(**extra: str) -> dict[str, str]:
+    """This environment with no display, whatever the machine running the tests has."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    return {**env, **extra}
+
+
+def play(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "play.py"), *args],
         capture_output=True,
         text=True,
         timeout=240,
         cwd=ROOT,
+        env=headless() if env is None else env,
     )
 
 
@@ -105,3 +121,127 @@ def test_checkpoint_that_does_not_fit_its_game(run_dir, tmp_path):
     out = play(str(tmp_path / "wrong.pt"))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "wrong.pt: checkpoint is for 4 actions" in out.stderr and "env has 6" in out.stderr
+
+
+def test_record_mp4_one_frame_per_step_plus_the_first(run_dir, tmp_path):
+    video = tmp_path / "pong.mp4"
+    out = play(
+        str(run_dir), "--record", str(video), "--episodes", "2", "--max-seconds", "5", "--json"
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["video"] == str(video)
+    steps = [g["l"] for g in result["episodes"]]
+    # The emulator's own time limit ended both games: 5 s = 300 frames.
+    assert [g["frames"] for g in result["episodes"]] == [300, 300]
+    capture = cv2.VideoCapture(str(video))
+    assert capture.get(cv2.CAP_PROP_FPS) == 30
+    count, first = 0, None
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        count += 1
+        first = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB) if first is None else first
+    assert count == sum(steps) + 1
+    assert first.shape == (210, 160, 3)  # the raw screen, not the 84x84 observation
+    assert np.abs(first[100, 80].astype(int) - PONG_BACKGROUND).max() < 12
+    assert os.listdir(tmp_path) == ["pong.mp4"]  # no temporary file left behind
+
+
+def test_record_gif(run_dir, tmp_path):
+    video = tmp_path / "pong.gif"
+    out = play(str(run_dir), "--record", str(video), "--max-seconds", "3", "--fps", "25")
+    assert out.returncode == 0, out.stderr
+    steps = int(re.search(r"game 1: score -?\d+, (\d+) steps \(cut short at 3 s\)", out.stdout)[1])
+    assert f"video: {video}, {steps + 1} frames of 160x210" in out.stdout
+    gif = Image.open(video)
+    assert gif.size == (160, 210)
+    first = np.asarray(gif.convert("RGB"))
+    assert tuple(first[100, 80]) == PONG_BACKGROUND
+    # Pillow merges repeated screens into one longer frame, so count time, not frames:
+    # 40 ms a frame at 25 fps.
+    assert sum(f.info["duration"] for f in ImageSequence.Iterator(gif)) == 40 * (steps + 1)
+    assert gif.n_frames <= steps + 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--record", "{tmp}/out.avi"],
+            "out.avi: unsupported video format '.avi'; use .mp4 or .gif",
+        ),
+        (["--record", "{tmp}/nowhere/out.mp4"], "nowhere/out.mp4: directory "),
+        (["--scale", "0"], "--scale must be at least 1, got 0"),
+        (["--fps", "-1"], "--fps must be 0 (as fast as possible) or more, got -1"),
+        (["--max-seconds", "0"], "--max-seconds must be more than 0, got 0"),
+    ],
+)
+def test_bad_flags_are_one_line_and_exit_2(run_dir, tmp_path, flags, message):
+    out = play(str(run_dir), *[f.format(tmp=tmp_path) for f in flags])
+    assert out.returncode == 2
+    assert "play.py: error: " in out.stderr and message in out.stderr
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert out.stdout == "" and os.listdir(tmp_path) == []
+
+
+def test_no_display_says_so_once_and_still_plays(run_dir):
+    out = play(str(run_dir), "--max-seconds", "2")
+    assert out.returncode == 0, out.stderr
+    message = (
+        "play.py: no display found (DISPLAY unset): playing without a window; "
+        "use --record FILE to save a video"
+    )
+    assert out.stderr.count(message) == 1 and "Traceback" not in out.stderr
+    assert "game 1: score " in out.stdout and "mean " in out.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 display names")
+def test_a_display_that_cannot_be_reached_is_one_line_not_a_crash(run_dir):
+    # OpenCV's Qt backend would abort the process here; play.py must try it in a child first.
+    out = play(str(run_dir), "--max-seconds", "2", env=headless(DISPLAY=":987"))
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("play.py: cannot open a window (") == 1
+    assert "playing without a window" in out.stderr and "Traceback" not in out.stderr
+    assert "game 1: score " in out.stdout
+
+
+def test_ctrl_c_keeps_the_video_so_far_and_exits_130(run_dir, tmp_path):
+    video = tmp_path / "pong.mp4"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "play.py"),
+            str(run_dir),
+            "--record",
+            str(video),
+            "--episodes",
+            "1000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=headless(),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(p.name.endswith(".partial.mp4") for p in tmp_path.iterdir()):
+            assert proc.poll() is None and time.monotonic() < deadline, "play.py never started"
+            time.sleep(0.2)
+        time.sleep(2)  # some frames in
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert re.search(r"play.py: interrupted after \d+ of 1000 games", stderr)
+    frames = int(re.search(r"video: .*pong.mp4, (\d+) frames of 160x210", stdout)[1])
+    capture = cv2.VideoCapture(str(video))
+    count = 0
+    while capture.read()[0]:
+        count += 1
+    assert count == frames > 1
+    assert os.listdir(tmp_path) == ["pong.mp4"]
