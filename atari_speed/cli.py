@@ -52,6 +52,12 @@ def train_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--resume", metavar="CHECKPOINT", help="continue from a checkpoint.pt")
     parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="time every stage of every process; prints a table at the end and writes "
+        "profile.json and TensorBoard profile/<stage> (sets run.profile)",
+    )
+    parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -72,6 +78,8 @@ def train_main(argv: list[str] | None = None) -> int:
         "seed": "run.seed",
     }
     overrides = list(args.overrides)
+    if args.profile:
+        overrides.append("run.profile=true")
     for flag, key in flags.items():
         value = getattr(args, flag)
         if value is not None:
@@ -105,6 +113,10 @@ def train_main(argv: list[str] | None = None) -> int:
         f"({summary['fps']:.0f} FPS), {summary['episodes']} games, best smoothed reward "
         f"{summary['best_avg_reward']}: {verdict}"
     )
+    if summary.get("profile"):
+        from atari_speed.timing import format_profile
+
+        print(format_profile(summary["profile"]))
     return 0
 
 
@@ -222,7 +234,12 @@ def play_main(argv: list[str] | None = None) -> int:
                 f"{list(env.observation_space.shape)}"
             )
         device = pick_device(args.device)
-        net = DQN(tuple(data["obs_shape"]), data["actions"], dueling=data["dueling"]).to(device)
+        net = DQN(
+            tuple(data["obs_shape"]),
+            data["actions"],
+            dueling=data["dueling"],
+            network=data.get("network", "nature"),
+        ).to(device)
         net.load_state_dict(data["net"])
         net.eval()
 

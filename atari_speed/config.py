@@ -22,6 +22,7 @@ PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
 MODES = ("baseline", "n-env", "parallel")
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("sync", "subprocess", "ale")
+NETWORKS = ("nature", "nips", "small")
 
 
 def doc(text: str, default: Any, **limits: Any) -> Any:
@@ -64,6 +65,11 @@ class RunConfig:
         False,
     )
     log_every: int = doc("frames between TensorBoard scalars and summary.json", 2_000, low=1)
+    profile: bool = doc(
+        "time every stage of every process (train.py --profile): a table at the end, "
+        "profile.json and TensorBoard profile/<stage>",
+        False,
+    )
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,12 @@ class DQNConfig:
     target_sync: int = doc("SGD updates between target network syncs", 1_000, low=1)
     n_steps: int = doc("n-step returns", 1, low=1, high=20)
     double: bool = doc("double DQN target", False)
+    network: str = doc(
+        "conv torso: nature (2015, 84x84) | nips (2013, 84x84, ~2x cheaper) | small "
+        "(the nips shape for 42x42 frames)",
+        "nature",
+        choices=NETWORKS,
+    )
     dueling: bool = doc("dueling head", False)
     huber: bool = doc("Huber loss instead of the book's MSE", False)
 
@@ -203,6 +215,11 @@ def _check_consistency(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [dqn] batch_size = {preset.dqn.batch_size} exceeds [replay] initial = "
             f"{preset.replay.initial}: the first batch could not be drawn"
+        )
+    if preset.run.mode == "parallel" and preset.env.backend == "subprocess":
+        raise ConfigError(
+            f"{source}: [env] backend = 'subprocess' with mode = 'parallel'; actors are "
+            "processes already and step their envs in-process: use 'sync' or 'ale'"
         )
     if preset.run.mode == "baseline" and preset.run.envs != 1:
         raise ConfigError(

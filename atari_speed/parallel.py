@@ -35,9 +35,10 @@ import torch
 
 from atari_speed.config import Preset
 from atari_speed.errors import WorkerError
-from atari_speed.learner import DQN, select_actions
+from atari_speed.learner import net_for, select_actions
 from atari_speed.replay import FrameReplay
 from atari_speed.shared import arrays_over, layout_nbytes
+from atari_speed.timing import Profiler
 from atari_speed.training import epsilon_at, stack_size
 from atari_speed.vector import _attach, make_vector_env, quiet_children
 
@@ -129,7 +130,9 @@ class Actor:
         cols: slice,
         obs_shape: tuple[int, ...],
         actions: int,
+        prof: Profiler | None = None,
     ) -> None:
+        self.prof = prof or Profiler(preset.run.profile)
         self.index, self.preset, self.shared, self.credits, self.cols = (
             index,
             preset,
@@ -139,10 +142,16 @@ class Actor:
         )
         self.actions = actions
         self.venv = make_vector_env(
-            pipeline, preset.env.game, preset.run.envs, backend=preset.env.backend
+            pipeline,
+            preset.env.game,
+            preset.run.envs,
+            backend=preset.env.backend,
+            profile=self.prof.enabled,
         )
+        if self.venv.stage_timer is not None:
+            self.prof.split("env step", self.venv.stage_timer)
         self.obs, _ = self.venv.reset(seed=preset.run.seed + 1000 * (index + 1))
-        self.net = DQN(obs_shape, actions, dueling=preset.dqn.dueling)
+        self.net = net_for(preset.dqn, obs_shape, actions)
         self.version = -1
         self.rng = np.random.default_rng(preset.run.seed + 1000 * (index + 1))
         self.device = torch.device("cpu")
@@ -159,31 +168,47 @@ class Actor:
 
     def step(self) -> list[tuple[float, int]] | None:
         """One vector step, or None if no frame credits came within WAIT seconds."""
-        n = self.preset.run.envs
-        for taken in range(n):
-            if not self.credits.acquire(timeout=WAIT):
-                for _ in range(taken):
-                    self.credits.release()
-                return None
+        n, prof = self.preset.run.envs, self.prof
+        with prof.section("wait for frame credits"):
+            for taken in range(n):
+                if not self.credits.acquire(timeout=WAIT):
+                    for _ in range(taken):
+                        self.credits.release()
+                    return None
         epsilon = self.fixed_epsilon
         if epsilon is None:
             frames = self.shared.spec["start_frames"] + int(self.shared.frames.sum())
             epsilon = epsilon_at(self.preset, frames)
         if self.version < 0:  # no weights received yet: act at random
             epsilon = 1.0
-        actions = select_actions(self.net, self.obs, epsilon, self.actions, self.rng, self.device)
+        with prof.section("action selection"):
+            actions = select_actions(
+                self.net, self.obs, epsilon, self.actions, self.rng, self.device
+            )
         replay = self.shared.replay
-        replay.put_obs(self.obs, self.cols)
-        self.obs, rewards, terminated, truncated, infos = self.venv.step(actions)
-        replay.commit(actions, rewards, terminated | truncated, self.cols)
+        with prof.section("replay add"):
+            replay.put_obs(self.obs, self.cols)
+        with prof.section("env step"):
+            self.obs, rewards, terminated, truncated, infos = self.venv.step(actions)
+        with prof.section("replay add"):
+            replay.commit(actions, rewards, terminated | truncated, self.cols)
         self.shared.frames[self.index] += n
-        self.refresh_weights()
+        with prof.section("load published weights"):
+            self.refresh_weights()
         if "_episode" not in infos:
             return []
         return [
             (float(infos["episode"]["r"][i]), int(infos["episode"]["l"][i]))
             for i in np.flatnonzero(infos["_episode"])
         ]
+
+    def profiles(self, name: str) -> dict[str, dict[str, Any]]:
+        """This actor's profile and its env workers', once it has stopped stepping."""
+        self.prof.stop()
+        if not self.prof.enabled:
+            return {}
+        workers = self.venv.worker_profiles()
+        return {name: self.prof.report(), **{f"{name} {k}": v for k, v in workers.items()}}
 
     def close(self) -> None:
         self.venv.close()
@@ -207,12 +232,15 @@ def _actor_main(
         shared = Shared(spec, create=False)
         actor = Actor(index, preset, pipeline, shared, credits, cols, obs_shape, actions)
         parent = mp.parent_process()
+        actor.prof.restart()
         while not shared.control[STOP]:
             finished = actor.step()
             if finished:
                 games.put(("games", index, finished))
             if finished is None and parent is not None and not parent.is_alive():
                 break  # the learner is gone: exit rather than linger as an orphan
+        if actor.prof.enabled:
+            games.put(("profile", index, actor.profiles(f"actor {index}")))
     except KeyboardInterrupt:
         pass
     except Exception:
@@ -264,7 +292,15 @@ def run_parallel(run: Any) -> None:
             args = (i, preset, run.pipeline, spec, credits, games, cols, run.obs_shape, run.actions)
             if serial:
                 serial_actor = Actor(
-                    i, preset, run.pipeline, shared, credits, cols, run.obs_shape, run.actions
+                    i,
+                    preset,
+                    run.pipeline,
+                    shared,
+                    credits,
+                    cols,
+                    run.obs_shape,
+                    run.actions,
+                    prof=run.prof,  # same process: its sections go in the learner's table
                 )
                 continue
             proc = ctx.Process(
@@ -277,13 +313,18 @@ def run_parallel(run: Any) -> None:
         run.tracker.write_summary()
         _learn(run, shared, credits, games, procs, serial_actor)
     finally:
+        run.prof.stop()
         shared.control[STOP] = 1
         for proc in procs:
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.kill()
                 proc.join(timeout=5)
+        if run.prof.enabled:
+            _collect_profiles(games, len(procs), run.profiles)
         if serial_actor is not None:
+            if run.prof.enabled:  # its own sections are already in the learner's table
+                run.profiles.update(serial_actor.venv.worker_profiles())
             serial_actor.close()
         games.close()
         games.join_thread()
@@ -298,38 +339,57 @@ def _learn(
     procs: list[mp.Process],
     serial_actor: Actor | None,
 ) -> None:
-    preset = run.preset
+    preset, prof = run.preset, run.prof
     dqn = preset.dqn
     batch = None
     base_updates = run.learner.updates  # resumed runs count updates from here
     start_frames = run.frames  # a resumed run's frames; actors count from zero
+    prof.restart()
     while not run.done:
-        _check_actors(procs, games)
-        finished = _drain(games)  # empty in serial mode: the in-process actor returns games
+        with prof.section("actor messages"):
+            _check_actors(procs, games)
+            finished = _drain(games)  # empty in serial mode: the in-process actor returns games
         produced = int(shared.frames.sum())
         run.frames = start_frames + produced
-        run.tracker.advance(run.frames)
         updates = run.learner.updates - base_updates
         can_learn = produced >= preset.replay.initial and (
             updates <= (produced - preset.replay.initial) // dqn.train_every
         )
         if can_learn:
-            batch = shared.replay.sample(dqn.batch_size, run.rng, batch)
+            with prof.section("replay sample"):
+                batch = shared.replay.sample(dqn.batch_size, run.rng, batch)
             run.learner.step(batch)
             for _ in range(dqn.train_every):
                 credits.release()
             if run.learner.updates % preset.run.publish_every == 0:
-                publish(shared, run.learner.net)
+                with prof.section("publish weights"):
+                    publish(shared, run.learner.net)
                 if serial_actor is not None:
                     serial_actor.refresh_weights()
         elif serial_actor is not None:
             finished += serial_actor.step() or []
         else:
-            time.sleep(0.001)  # data comes from the actors; nothing to do until it does
-        for score, length in finished:
-            if run.tracker.game(score, length):
-                run.game_improved()
-        run.periodic()
+            with prof.section("wait for actors' frames"):
+                time.sleep(0.001)  # data comes from the actors; nothing to do until it does
+        with prof.section("logging + checkpoints"):
+            run.tracker.advance(run.frames)
+            for score, length in finished:
+                if run.tracker.game(score, length):
+                    run.game_improved()
+            run.periodic()
+
+
+def _collect_profiles(games: Any, actors: int, into: dict[str, dict[str, Any]]) -> None:
+    """The profiles stopped actors sent last; games and errors left in the queue are moot."""
+    received = 0
+    while received < actors:
+        try:
+            kind, _, payload = games.get(timeout=2)
+        except queue.Empty:
+            return
+        if kind == "profile":
+            into.update(payload)
+            received += 1
 
 
 def _drain(games: Any) -> list[tuple[float, int]]:

@@ -37,9 +37,10 @@ from tqdm import tqdm
 
 from atari_speed.config import Preset
 from atari_speed.errors import ConfigError
-from atari_speed.learner import DQN, Learner, pick_device, select_actions
+from atari_speed.learner import Learner, net_for, pick_device, select_actions
 from atari_speed.pipeline import make_env, resolve_game, resolve_pipeline
 from atari_speed.replay import FrameReplay
+from atari_speed.timing import Profiler, StageTimer
 from atari_speed.vector import make_vector_env
 
 CHECKPOINT_FORMAT = "atari-speed-checkpoint"
@@ -191,6 +192,13 @@ class Tracker:
         self.bar.set_postfix(post, refresh=False)
         self.write_summary()
 
+    def log_profile(self, process: str, report: dict[str, Any]) -> None:
+        """Each stage's share of its process's wall time, as ``profile/[process/]stage``."""
+        prefix = "profile/" + (process.replace(" ", "_") + "/" if process else "")
+        for row in report["rows"]:
+            tag = prefix + row["stage"].replace(" ", "_")
+            self.writer.add_scalar(tag, row["share"], self.frames)
+
     def evaluated(self, reward: float) -> bool:
         self.eval_reward = reward
         self.writer.add_scalar("eval/reward", reward, self.frames)
@@ -286,6 +294,8 @@ class Run:
     fill: Callable[[], float] = lambda: 0.0  # the mode's replay fill, 0..1
     updates_at_start: int = 0
     evaluation: Evaluation | None = None
+    prof: Profiler = field(default_factory=Profiler)  # this process's stages (--profile)
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # other processes'
 
     def checkpoint(
         self,
@@ -302,6 +312,7 @@ class Run:
             "obs_shape": list(self.obs_shape),
             "actions": self.actions,
             "dueling": self.preset.dqn.dueling,
+            "network": self.preset.dqn.network,
             "frames": self.frames,
             "net": net_state if net_state is not None else self.learner.net.state_dict(),
         }
@@ -345,6 +356,8 @@ class Run:
                 self.learner.pop_loss() if loss_due else None,
                 self.fill(),
             )
+            if self.prof.enabled:
+                self.tracker.log_profile("", self.prof.report())
         if self.frames >= self.next_checkpoint:
             self.next_checkpoint = self.frames + run.checkpoint_every
             if self.frames:
@@ -382,7 +395,7 @@ class Evaluation:
     def __init__(self, run: Run) -> None:
         ev = run.preset.eval
         self.net_state = {k: v.detach().clone() for k, v in run.learner.net.state_dict().items()}
-        net = DQN(run.obs_shape, run.actions, dueling=run.preset.dqn.dueling).to(run.device)
+        net = net_for(run.preset.dqn, run.obs_shape, run.actions).to(run.device)
         net.load_state_dict(self.net_state)
         net.eval()
         self.stop = threading.Event()
@@ -469,8 +482,10 @@ def make_run(preset: Preset, run_dir: Path, resume: str | None, envs: int) -> Ru
     probe.close()
     device = pick_device(preset.run.device)
     torch.manual_seed(preset.run.seed)
-    net = DQN(obs_shape, actions, dueling=preset.dqn.dueling)
+    net = net_for(preset.dqn, obs_shape, actions)
     learner = Learner(net, preset.dqn, device, channels_last=preset.run.channels_last)
+    cuda = device.type == "cuda"
+    learner.prof = Profiler(preset.run.profile, sync=torch.cuda.synchronize if cuda else None)
     run_dir.mkdir(parents=True, exist_ok=True)
     tracker = Tracker(preset, pipeline, run_dir, device, envs)
     run = Run(
@@ -483,6 +498,7 @@ def make_run(preset: Preset, run_dir: Path, resume: str | None, envs: int) -> Ru
         obs_shape,
         actions,
         np.random.default_rng(preset.run.seed),
+        prof=learner.prof,
     )
     if resume:
         run.resume(load_checkpoint(resume))
@@ -496,10 +512,14 @@ def make_run(preset: Preset, run_dir: Path, resume: str | None, envs: int) -> Ru
 
 
 def run_nenv(run: Run) -> None:
-    preset = run.preset
+    preset, prof = run.preset, run.prof
     dqn = preset.dqn
     venv = make_vector_env(
-        run.pipeline, preset.env.game, preset.run.envs, backend=preset.env.backend
+        run.pipeline,
+        preset.env.game,
+        preset.run.envs,
+        backend=preset.env.backend,
+        profile=prof.enabled,
     )
     try:
         obs, _ = venv.reset(seed=preset.run.seed)
@@ -508,28 +528,41 @@ def run_nenv(run: Run) -> None:
             preset.replay.size, n, run.frame_shape, stack_size(run.pipeline), dqn.n_steps, dqn.gamma
         )
         run.fill = lambda: len(replay) / preset.replay.size
+        if venv.stage_timer is not None:
+            prof.split("env step", venv.stage_timer)
         batch = None
         credit = 0
+        prof.restart()
         while not run.done:
             epsilon = epsilon_at(preset, run.frames)
-            actions = select_actions(
-                run.learner.net, obs, epsilon, run.actions, run.rng, run.device
-            )
-            replay.put_obs(obs)  # before step(), which overwrites obs in place
-            obs, rewards, terminated, truncated, infos = venv.step(actions)
-            replay.commit(actions, rewards, terminated | truncated)
-            run.frames += n
-            run.tracker.advance(run.frames)
-            if run.tracker.games(infos):
-                run.game_improved()
+            with prof.section("action selection"):
+                actions = select_actions(
+                    run.learner.net, obs, epsilon, run.actions, run.rng, run.device
+                )
+            with prof.section("replay add"):
+                replay.put_obs(obs)  # before step(), which overwrites obs in place
+            with prof.section("env step"):
+                obs, rewards, terminated, truncated, infos = venv.step(actions)
+            with prof.section("replay add"):
+                replay.commit(actions, rewards, terminated | truncated)
+            with prof.section("logging + checkpoints"):
+                run.frames += n
+                run.tracker.advance(run.frames)
+                if run.tracker.games(infos):
+                    run.game_improved()
             if len(replay) >= preset.replay.initial:
                 credit += n
                 while credit >= dqn.train_every:
                     credit -= dqn.train_every
-                    batch = replay.sample(dqn.batch_size, run.rng, batch)
+                    with prof.section("replay sample"):
+                        batch = replay.sample(dqn.batch_size, run.rng, batch)
                     run.learner.step(batch)
-            run.periodic()
+            with prof.section("logging + checkpoints"):
+                run.periodic()
     finally:
+        prof.stop()
+        if prof.enabled:
+            run.profiles.update(venv.worker_profiles())
         venv.close()
 
 
@@ -554,41 +587,58 @@ def run_baseline(run: Run) -> None:
     """The book's loop, on ptan's own experience source, buffer, agent and selector."""
     import ptan
 
-    preset = run.preset
+    preset, prof = run.preset, run.prof
     dqn = preset.dqn
-    env = GameLog(make_env(run.pipeline, preset.env.game, seed=preset.run.seed))
+    stages = StageTimer()
+    tap = stages.tap if prof.enabled else None
+    env = GameLog(make_env(run.pipeline, preset.env.game, seed=preset.run.seed, tap=tap))
     selector = ptan.actions.EpsilonGreedyActionSelector(epsilon=epsilon_at(preset, run.frames))
     device = run.device
 
     def states_to_tensor(states: list[Any]) -> torch.Tensor:
         return torch.from_numpy(np.stack([np.asarray(s) for s in states])).to(device)
 
-    agent = ptan.agent.DQNAgent(
+    dqn_agent = ptan.agent.DQNAgent(
         run.learner.net, selector, device=device, preprocessor=states_to_tensor
     )
+
+    def agent(states: list[Any], agent_states: list[Any]) -> Any:
+        with prof.section("action selection"):
+            return dqn_agent(states, agent_states)
+
     source = ptan.experience.ExperienceSourceFirstLast(
         env, agent, gamma=dqn.gamma, steps_count=dqn.n_steps
     )
     buffer = ptan.experience.ExperienceReplayBuffer(source, buffer_size=preset.replay.size)
     run.fill = lambda: len(buffer) / preset.replay.size
+    # ptan steps the env inside populate(): its stages are split out of that section, and
+    # what is left is ptan's experience and buffer bookkeeping (the "replay add").
+    prof.split("replay add (ptan populate)", stages)
     credit = 0
+    prof.restart()
     try:
         while not run.done:
             selector.epsilon = epsilon_at(preset, run.frames)
-            buffer.populate(1)
-            run.frames += 1
-            run.tracker.advance(run.frames)
-            for game in env.finished:
-                if run.tracker.game(game["r"], game["l"]):
-                    run.game_improved()
-            env.finished.clear()
+            with prof.section("replay add (ptan populate)"):
+                buffer.populate(1)
+            with prof.section("logging + checkpoints"):
+                run.frames += 1
+                run.tracker.advance(run.frames)
+                for game in env.finished:
+                    if run.tracker.game(game["r"], game["l"]):
+                        run.game_improved()
+                env.finished.clear()
             if len(buffer) >= preset.replay.initial:
                 credit += 1
                 while credit >= dqn.train_every:
                     credit -= dqn.train_every
-                    run.learner.step(unpack_ptan(buffer.sample(dqn.batch_size)))
-            run.periodic()
+                    with prof.section("replay sample"):
+                        batch = unpack_ptan(buffer.sample(dqn.batch_size))
+                    run.learner.step(batch)
+            with prof.section("logging + checkpoints"):
+                run.periodic()
     finally:
+        prof.stop()
         env.close()
 
 
@@ -640,12 +690,25 @@ def train(preset: Preset, run_dir: Path | None = None, resume: str | None = None
         if run.evaluation is not None:
             run.evaluation.cancel()
         run.checkpoint()  # on every exit path: done, solved, Ctrl-C, or an error
+        profile = write_profile(run) if run.prof.enabled else None
         run.tracker.close()
     summary = run.tracker.summary()
     summary["interrupted"] = interrupted
+    summary["profile"] = profile
     if interrupted:
         raise KeyboardInterrupt(summary)
     return summary
+
+
+def write_profile(run: Run) -> dict[str, dict[str, Any]]:
+    """Every process's profile: to profile.json, and TensorBoard at the last frame."""
+    processes = {"main": run.prof.report(), **run.profiles}
+    tmp = run.run_dir / ".profile.json.tmp"
+    tmp.write_text(json.dumps({"frames": run.frames, "processes": processes}, indent=2))
+    os.replace(tmp, run.run_dir / "profile.json")
+    for name, report in processes.items():
+        run.tracker.log_profile("" if name == "main" else name, report)
+    return processes
 
 
 def fmt_duration(seconds: float) -> str:

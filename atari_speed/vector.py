@@ -42,6 +42,7 @@ from gymnasium.vector import AutoresetMode
 from atari_speed.errors import ConfigError, WorkerError
 from atari_speed.pipeline import make_env, resolve_game, resolve_pipeline
 from atari_speed.shared import Layout, arrays_over, layout_nbytes
+from atari_speed.timing import Profiler, StageTimer
 from atari_speed.wrappers import StackedFrames
 
 PipelineArg = str | Path | Mapping[str, Any]
@@ -136,6 +137,12 @@ class VectorEnv(gym.vector.VectorEnv):
     """What the three backends share: spaces, buffers, and the ``infos`` they report."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012
+    # With profiling on: the in-process envs' stage taps (sync backend), else None.
+    stage_timer: StageTimer | None = None
+
+    def worker_profiles(self) -> dict[str, dict[str, Any]]:
+        """Profile reports of env worker processes, by name (subprocess backend)."""
+        return {}
 
     def _setup(self, num_envs: int, obs_space: gym.spaces.Box, num_actions: int) -> None:
         self.num_envs = num_envs
@@ -244,27 +251,39 @@ def _worker(
     obs_shape: tuple[int, ...],
     shm_name: str,
     conn: Connection,
+    profile: bool = False,
 ) -> None:
-    """Env worker: builds its envs, then steps them on command into shared memory."""
+    """Env worker: builds its envs, then steps them on command into shared memory.
+    With ``profile`` it times its stages and answers ``profile`` with its report."""
     shm = buf = None
     try:
         import cv2
 
         cv2.setNumThreads(1)  # parallelism comes from the worker processes
-        envs = [make_env(pipeline, game) for _ in range(count)]
+        prof, stages = Profiler(profile), StageTimer()
+        tap = stages.tap if profile else None
+        envs = [make_env(pipeline, game, tap=tap) for _ in range(count)]
+        prof.split("env step", stages)
         shm = _attach(shm_name)
         buf = StepBuffers.over(shm.buf, num_envs, obs_shape)
         conn.send(("ready", None))
+        prof.restart()
         while True:
-            command, payload = conn.recv()  # EOFError when the parent is gone: exit
+            with prof.section("wait for command"):
+                command, payload = conn.recv()  # EOFError when the parent is gone: exit
+            reply = None
             if command == "step":
-                step_envs(envs, buf, first)
+                with prof.section("env step"):
+                    step_envs(envs, buf, first)
             elif command == "reset":
-                reset_envs(envs, buf, first, payload)
+                with prof.section("env step"):  # the stage taps time resets as steps
+                    reset_envs(envs, buf, first, payload)
+            elif command == "profile":
+                reply = prof.report()
             elif command == "close":
                 conn.send(("ok", None))
                 break
-            conn.send(("ok", None))
+            conn.send(("ok", reply))
     except (EOFError, KeyboardInterrupt, BrokenPipeError):
         pass
     except Exception:
@@ -292,6 +311,7 @@ class SubprocessVectorEnv(VectorEnv):
         num_workers: int | None = None,
         timeout: float = 60.0,
         start_method: str = "spawn",
+        profile: bool = False,
     ) -> None:
         probe = make_env(pipeline, game)
         self._setup(num_envs, probe.observation_space, int(probe.action_space.n))
@@ -319,6 +339,7 @@ class SubprocessVectorEnv(VectorEnv):
                     shape,
                     self.shm.name,
                     child,
+                    profile,
                 )
                 proc = ctx.Process(
                     target=_worker, args=args, daemon=True, name=f"atari-speed-env-worker-{index}"
@@ -333,9 +354,10 @@ class SubprocessVectorEnv(VectorEnv):
             self.close(terminate=True)
             raise
 
-    def _gather(self, what: str) -> None:
+    def _gather(self, what: str) -> list[Any]:
         """Wait for every worker's reply; raise WorkerError for one that fails or dies."""
         pending = dict(enumerate(self.conns))
+        replies: list[Any] = [None] * len(self.conns)
         sentinels = {p.sentinel: i for i, p in enumerate(self.workers)}
         while pending:
             ready = wait([*pending.values(), *sentinels], timeout=self.timeout)
@@ -358,7 +380,9 @@ class SubprocessVectorEnv(VectorEnv):
                 if status == "error":
                     last = payload.strip().splitlines()[-1]
                     raise WorkerError(f"env worker {index} failed during {what}: {last}\n{payload}")
+                replies[index] = payload
                 del pending[index]
+        return replies
 
     def _died(self, index: int, what: str) -> WorkerError:
         proc = self.workers[index]
@@ -367,7 +391,7 @@ class SubprocessVectorEnv(VectorEnv):
             f"env worker {index} (pid {proc.pid}) died during {what} with exit code {proc.exitcode}"
         )
 
-    def _command(self, command: str, payloads: Sequence[Any] | None = None) -> None:
+    def _command(self, command: str, payloads: Sequence[Any] | None = None) -> list[Any]:
         if self.closed:
             raise WorkerError("the vector env is closed")
         try:
@@ -376,7 +400,7 @@ class SubprocessVectorEnv(VectorEnv):
                     conn.send((command, None if payloads is None else payloads[i]))
                 except OSError:
                     raise self._died(i, command) from None
-            self._gather(command)
+            return self._gather(command)
         except WorkerError:
             # One worker failed: stop them all now, so no exit path leaves orphans.
             self.close(terminate=True)
@@ -387,6 +411,11 @@ class SubprocessVectorEnv(VectorEnv):
         splits = np.array_split(np.arange(self.num_envs), len(self.workers))
         self._command("reset", [[seeds[i] for i in ids] for ids in splits])
         return self.buf.obs, {}
+
+    def worker_profiles(self) -> dict[str, dict[str, Any]]:
+        if self.closed:
+            return {}
+        return {f"env worker {i}": r for i, r in enumerate(self._command("profile")) if r}
 
     def step(self, actions: np.ndarray):
         self.buf.actions[:] = actions
@@ -536,6 +565,7 @@ def make_vector_env(
     num_envs: int,
     backend: str = "sync",
     seed: int | None = None,
+    profile: bool = False,
     **options: Any,
 ) -> VectorEnv:
     """Build ``num_envs`` envs of one pipeline and game on an execution backend.
@@ -543,7 +573,9 @@ def make_vector_env(
     ``options`` go to the backend: ``num_workers``, ``timeout``, ``start_method`` for
     ``subprocess``; ``num_threads`` for ``ale``. If worker processes cannot be started
     here (some notebooks and sandboxes), ``subprocess`` falls back to ``sync`` with a
-    warning. ``seed`` seeds env i with ``seed + i`` at the first reset.
+    warning. ``seed`` seeds env i with ``seed + i`` at the first reset. ``profile`` times
+    every pipeline stage: in this process (``stage_timer``) or in the env workers
+    (``worker_profiles()``); ale's native stages cannot be timed one by one.
     """
     if backend not in VECTOR_BACKENDS:
         raise ConfigError(f"env backend {backend!r}: expected one of {', '.join(VECTOR_BACKENDS)}")
@@ -551,11 +583,14 @@ def make_vector_env(
         raise ConfigError(f"num_envs = {num_envs!r}: expected an integer >= 1")
     resolved = resolve_pipeline(pipeline)
     resolve_game(game)
+    timer = StageTimer() if profile and backend != "ale" else None
+    tap = None if timer is None else timer.tap
     if backend == "ale":
         env: VectorEnv = AleVectorEnv(resolved, game, num_envs, **options)
     elif backend == "subprocess":
         try:
-            env = SubprocessVectorEnv(resolved, game, num_envs, **options)
+            env = SubprocessVectorEnv(resolved, game, num_envs, profile=profile, **options)
+            timer = None  # the workers time their own stages
         except (OSError, EOFError) as err:
             warnings.warn(
                 f"subprocess env backend could not start worker processes ({err}); "
@@ -563,9 +598,10 @@ def make_vector_env(
                 RuntimeWarning,
                 stacklevel=2,
             )
-            env = SyncVectorEnv([lambda: make_env(resolved, game)] * num_envs)
+            env = SyncVectorEnv([lambda: make_env(resolved, game, tap=tap)] * num_envs)
     else:
-        env = SyncVectorEnv([lambda: make_env(resolved, game)] * num_envs)
+        env = SyncVectorEnv([lambda: make_env(resolved, game, tap=tap)] * num_envs)
+    env.stage_timer = timer
     env.pipeline = resolved  # type: ignore[attr-defined]
     env.backend = backend  # type: ignore[attr-defined]
     if seed is not None:

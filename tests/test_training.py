@@ -91,6 +91,31 @@ def test_resume_continues_frames_optimizer_and_stats(nenv_run, tmp_path):
     assert summary(tmp_path)["seconds"] > summary(nenv_run)["seconds"]
 
 
+def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
+    out = train(
+        "--preset", "pong-nenv", "--frames", "600", "--run-dir", str(tmp_path), "--profile", *TINY
+    )
+    assert out.returncode == 0, out.stderr
+    # Same seed, sync backend: profiling must not change what is learned.
+    plain, profiled = (load_checkpoint(d / "checkpoint.pt") for d in (nenv_run, tmp_path))
+    assert plain["net"].keys() == profiled["net"].keys()
+    for key, value in plain["net"].items():
+        assert torch.equal(value, profiled["net"][key]), key
+    assert summary(tmp_path)["episodes"] == summary(nenv_run)["episodes"]
+    report = json.loads((tmp_path / "profile.json").read_text())["processes"]["main"]
+    rows = {r["stage"]: r for r in report["rows"]}
+    timed = sum(r["seconds"] for s, r in rows.items() if not s.startswith("untimed"))
+    assert timed == pytest.approx(report["wall_seconds"], rel=0.05)
+    for stage in ("sgd step", "action selection", "replay sample", "env step/emulator"):
+        assert rows[stage]["calls"] > 0, stage
+    assert rows["sgd step"]["calls"] == 134 and rows["env step/WarpFrame"]["calls"] == 600
+    assert "| sgd step | 134 |" in out.stdout  # the printed table
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags = EventAccumulator(str(tmp_path)).Reload().Tags()["scalars"]
+    assert "profile/sgd_step" in tags and "profile/env_step/emulator" in tags
+
+
 def test_baseline_mode_runs_on_ptan(tmp_path):
     out = train("--preset", "pong-baseline", "--frames", "400", "--run-dir", str(tmp_path), *TINY)
     assert out.returncode == 0, out.stderr
@@ -231,11 +256,19 @@ def test_parallel_mode_two_actors_end_to_end(tmp_path):
         "run.actors=2",
         "--set",
         "run.envs=2",
+        "--profile",
         *TINY,
     )
     assert out.returncode == 0, out.stderr
     s = summary(tmp_path)
     assert s["mode"] == "parallel" and s["envs"] == 4 and s["frames"] >= 500
+    processes = json.loads((tmp_path / "profile.json").read_text())["processes"]
+    assert set(processes) == {"main", "actor 0", "actor 1"}
+    for name, report in processes.items():  # each process's rows sum to its own wall time
+        total = sum(r["seconds"] for r in report["rows"])
+        assert total == pytest.approx(report["wall_seconds"], abs=0.01), name
+    actor = {r["stage"]: r for r in processes["actor 0"]["rows"]}
+    assert actor["wait for frame credits"]["calls"] > 0 and actor["env step/emulator"]["calls"]
     assert s["choices"]["actors"] == 2 and s["choices"]["envs_per_actor"] == 2
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     # The update-to-data ratio holds: one update per frame after the 200 warm-up frames.

@@ -192,3 +192,25 @@ def test_bad_backend_and_env_count():
         make_vector_env("book", "pong", 2, backend="threads")
     with pytest.raises(ConfigError, match=r"num_envs = 0: expected an integer >= 1"):
         make_vector_env("book", "pong", 0)
+
+
+@pytest.mark.parametrize("backend", ["sync", "subprocess"])
+def test_profile_times_each_stage_where_the_envs_run(backend):
+    venv = make_vector_env("book", "pong", 2, backend=backend, seed=0, profile=True)
+    try:
+        for _ in range(10):
+            venv.step(np.zeros(2, dtype=np.int64))
+        if backend == "sync":
+            # 10 steps x 2 envs, plus the seeded first reset of each (taps time resets too)
+            assert venv.stage_timer.calls["WarpFrame"] == 22
+            assert venv.worker_profiles() == {}
+        else:
+            assert venv.stage_timer is None
+            reports = venv.worker_profiles()
+            assert set(reports) == {"env worker 0", "env worker 1"}
+            rows = {r["stage"]: r for r in reports["env worker 0"]["rows"]}
+            assert rows["env step/WarpFrame"]["calls"] == 11
+            assert rows["env step/emulator"]["calls"] == 40
+            assert rows["wait for command"]["calls"] >= 10
+    finally:
+        venv.close()
