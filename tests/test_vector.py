@@ -210,7 +210,7 @@ def test_profile_times_each_stage_where_the_envs_run(backend):
             assert set(reports) == {"env worker 0", "env worker 1"}
             rows = {r["stage"]: r for r in reports["env worker 0"]["rows"]}
             assert rows["env step/WarpFrame"]["calls"] == 11
-            assert rows["env step/emulator"]["calls"] == 40
+            assert rows["env step/emulator"]["calls"] >= 40  # + the reset's fire and no-op
             assert rows["wait for command"]["calls"] >= 10
     finally:
         venv.close()
