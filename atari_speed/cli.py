@@ -11,7 +11,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from atari_speed.config import DEVICES, MODES, describe_fields, load_preset
+from atari_speed.config import DEVICES, MODES, describe_fields, load_preset, load_variants
 from atari_speed.errors import ConfigError, WorkerError
 
 TRAIN_EPILOG = """\
@@ -48,7 +48,8 @@ def train_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--run-dir",
         type=Path,
-        help="where logs and checkpoints go (default: runs/<date>-<preset>-<mode>)",
+        help="where logs and checkpoints go (default: runs/<date>-<preset>-<mode>); for "
+        "an ablation preset, the parent of one directory per variant",
     )
     parser.add_argument("--resume", metavar="CHECKPOINT", help="continue from a checkpoint.pt")
     parser.add_argument(
@@ -85,8 +86,11 @@ def train_main(argv: list[str] | None = None) -> int:
         if value is not None:
             overrides.append(f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}")
     try:
-        from atari_speed.training import fmt_duration, train
+        from atari_speed.training import train
 
+        variants = load_variants(args.preset, overrides)
+        if variants:
+            return _ablation(args, variants)
         preset = load_preset(args.preset, overrides)
         summary = train(preset, args.run_dir, args.resume)
     except ConfigError as err:
@@ -102,21 +106,48 @@ def train_main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+    print(outcome(summary))
+    if summary.get("profile"):
+        from atari_speed.timing import format_profile
+
+        print(format_profile(summary["profile"]))
+    return 0
+
+
+def outcome(summary: dict[str, Any]) -> str:
+    """One line: frames, time, FPS, games, best smoothed reward, solved or not."""
+    from atari_speed.training import fmt_duration
+
     verdict = (
         f"solved in {fmt_duration(summary['solved_at_seconds'])} "
         f"({summary['solved_at_frames']:,} frames)"
         if summary["solved"]
         else "not solved"
     )
-    print(
+    return (
         f"{summary['frames']:,} frames in {fmt_duration(summary['seconds'])} "
         f"({summary['fps']:.0f} FPS), {summary['episodes']} games, best smoothed reward "
         f"{summary['best_avg_reward']}: {verdict}"
     )
-    if summary.get("profile"):
-        from atari_speed.timing import format_profile
 
-        print(format_profile(summary["profile"]))
+
+def _ablation(args: argparse.Namespace, variants: list) -> int:
+    """Every variant in turn, then the table (ablation.md/.json/.png in the parent dir)."""
+    from atari_speed.ablation import run_ablation
+
+    if args.resume:
+        raise ConfigError(f"--resume: {args.preset} is an ablation preset; resume one variant")
+    try:
+        table, rows = run_ablation(Path(args.preset).stem, variants, args.run_dir)
+    except KeyboardInterrupt as interrupt:
+        print(
+            f"\nablation interrupted; the table so far is in {interrupt.args[0]}", file=sys.stderr
+        )
+        return 130
+    print(
+        "\n" + table + f"\nsaved in {Path(rows[0]['run_dir']).parent}: ablation.md, "
+        "ablation.json, ablation.png; tensorboard --logdir that directory overlays the runs"
+    )
     return 0
 
 

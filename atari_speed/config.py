@@ -77,6 +77,12 @@ class EnvConfig:
     game: str = doc("ALE game name: pong, breakout, ms_pacman, ...", "pong")
     pipeline: Any = doc("a wrappers/ name, a path, or an inline table", "book")
     backend: str = doc("env execution backend: sync | subprocess | ale", "sync", choices=BACKENDS)
+    image_backend: str = doc(
+        "resize backend replacing the pipeline's: opencv | pillow | numpy; '' = the "
+        "pipeline's own (the ale backend always resizes with ALE's code)",
+        "",
+        choices=("", "opencv", "pillow", "numpy"),
+    )
 
 
 @dataclass(frozen=True)
@@ -243,18 +249,49 @@ def preset_path(name: str | Path) -> Path:
     return path
 
 
-def load_preset(name: str | Path, overrides: list[str] = ()) -> Preset:
-    """Read a preset file, then apply ``section.key=value`` overrides (TOML values)."""
+def _read(name: str | Path) -> tuple[Path, dict[str, Any]]:
     path = preset_path(name)
     try:
-        raw = tomllib.loads(path.read_text())
+        return path, tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
-    preset = apply(str(path), Preset(name=path.stem), raw)
+
+
+def _override(preset: Preset, overrides: list[str]) -> Preset:
     for item in overrides:
         section, key, value = parse_override(item)
         preset = apply(f"--set {item}", preset, {section: {key: value}})
     return preset
+
+
+def load_preset(name: str | Path, overrides: list[str] = ()) -> Preset:
+    """Read a preset file, then apply ``section.key=value`` overrides (TOML values).
+    In an ablation preset this is the base the variants change."""
+    path, raw = _read(name)
+    raw.pop("variant", None)
+    return _override(apply(str(path), Preset(name=path.stem), raw), list(overrides))
+
+
+def load_variants(name: str | Path, overrides: list[str] = ()) -> list[tuple[str, Preset]]:
+    """An ablation preset's ``[[variant]]`` tables, each applied to the file's base and then
+    the command line's overrides (which so apply to every variant); [] if it has none.
+    Every variant is checked here, before any of them trains."""
+    path, raw = _read(name)
+    tables = raw.pop("variant", [])
+    if not isinstance(tables, list) or not all(isinstance(t, Mapping) for t in tables):
+        raise ConfigError(f"{path}: variant must be [[variant]] tables")
+    base = apply(str(path), Preset(name=path.stem), raw)
+    variants: list[tuple[str, Preset]] = []
+    for i, table in enumerate(tables, 1):
+        changes = dict(table)
+        label = changes.pop("name", None)
+        if not isinstance(label, str) or not label.strip():
+            raise ConfigError(f'{path}: variant {i} needs a name = "..."')
+        if label in (v[0] for v in variants):
+            raise ConfigError(f"{path}: variant {i}: name {label!r} is used twice")
+        preset = apply(f"{path}: variant {i} ({label})", base, changes)
+        variants.append((label, _override(preset, list(overrides))))
+    return variants
 
 
 def parse_override(item: str) -> tuple[str, str, Any]:

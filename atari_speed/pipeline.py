@@ -160,11 +160,14 @@ def _resolve_stage(source: str, index: int, raw: Any, image_backend: str) -> dic
     return resolved
 
 
-def resolve_pipeline(pipeline: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+def resolve_pipeline(
+    pipeline: str | Path | Mapping[str, Any], image_backend: str | None = None
+) -> dict[str, Any]:
     """Read and check a pipeline, returning a plain dict with every default filled in.
 
     ``pipeline`` is a name in ``wrappers/`` (``"book"``), a path to a TOML file, or a dict
-    of the same shape (a resolved pipeline resolves to itself).
+    of the same shape (a resolved pipeline resolves to itself). ``image_backend``, if
+    given, replaces the file's (stages that name their own backend keep it).
     """
     if isinstance(pipeline, Mapping):
         source, raw, name = "<pipeline dict>", dict(pipeline), str(pipeline.get("name", "inline"))
@@ -184,6 +187,8 @@ def resolve_pipeline(pipeline: str | Path | Mapping[str, Any]) -> dict[str, Any]
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{source}: not valid TOML: {err}") from None
     raw.pop("name", None)
+    if image_backend is not None:
+        raw["image_backend"] = image_backend
     stages = raw.pop("stages", raw.pop("stage", []))
     if not isinstance(stages, list):
         raise ConfigError(f"{source}: 'stage' must be a list of [[stage]] tables")

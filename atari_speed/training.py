@@ -475,7 +475,7 @@ def interrupt_as_exception() -> Iterator[None]:
 
 
 def make_run(preset: Preset, run_dir: Path, resume: str | None, envs: int) -> Run:
-    pipeline = resolve_pipeline(preset.env.pipeline)
+    pipeline = resolve_pipeline(preset.env.pipeline, preset.env.image_backend or None)
     probe = make_env(pipeline, preset.env.game)
     obs_shape = tuple(probe.observation_space.shape)
     actions = int(probe.action_space.n)

@@ -1,0 +1,171 @@
+"""Ablation runs: train each ``[[variant]]`` of a preset in turn and compare them.
+
+Every variant logs to its own directory under one parent with the same TensorBoard tags
+(``tensorboard --logdir <parent>`` overlays them). The parent gets the book-style table
+as ``ablation.md`` and ``ablation.json``, and ``ablation.png``, a bar chart of FPS and
+time per variant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from atari_speed.config import Preset
+
+COLUMNS = (
+    "variant",
+    "FPS",
+    "delta FPS",
+    "time",
+    "delta time",
+    "frames to solve",
+    "best smoothed reward",
+)
+
+
+def slug(name: str) -> str:
+    """A directory name for a variant: lower case, runs of other characters as ``-``."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "variant"
+
+
+def default_parent(preset_name: str) -> Path:
+    return Path("runs") / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{preset_name}"
+
+
+def row(name: str, run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """One variant's numbers. FPS is after the replay warm-up (training proper) when there
+    was any training, else overall; time is to solve if solved, else the whole run."""
+    fps = summary.get("fps_after_warmup") or summary["fps"]
+    solved = bool(summary["solved"])
+    return {
+        "variant": name,
+        "run_dir": str(run_dir),
+        "fps": fps,
+        "seconds": summary["solved_at_seconds"] if solved else summary["seconds"],
+        "solved": solved,
+        "frames": summary["frames"],
+        "frames_to_solve": summary["solved_at_frames"] if solved else None,
+        "best_avg_reward": summary["best_avg_reward"],
+        "interrupted": bool(summary.get("interrupted")),
+    }
+
+
+def with_deltas(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Add each row's change in FPS and time against the first row, in percent."""
+    if not rows:
+        return rows
+    first = rows[0]
+    for r in rows:
+        r["delta_fps"] = (r["fps"] / first["fps"] - 1) * 100 if first["fps"] else None
+        r["delta_seconds"] = (
+            (r["seconds"] / first["seconds"] - 1) * 100 if first["seconds"] else None
+        )
+    return rows
+
+
+def _pct(value: float | None) -> str:
+    return "" if value is None else f"{value:+.1f}%"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def markdown(title: str, rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"# {title}",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|---|" + "---:|" * (len(COLUMNS) - 1),
+    ]
+    for r in rows:
+        time_text = _minutes(r["seconds"]) + ("" if r["solved"] else " (budget, not solved)")
+        if r["interrupted"]:
+            time_text += " (interrupted)"
+        best = r["best_avg_reward"]
+        solve_frames = r["frames_to_solve"]
+        lines.append(
+            f"| {r['variant']} | {r['fps']:.1f} | {_pct(r['delta_fps'])} | {time_text} | "
+            f"{_pct(r['delta_seconds'])} | "
+            f"{'' if solve_frames is None else f'{solve_frames:,}'} | "
+            f"{'' if best is None else f'{best:.1f}'} |"
+        )
+    lines += [
+        "",
+        "FPS: agent steps per second summed over envs, after the replay warm-up. Time: to "
+        "solve (smoothed reward >= stop_reward), else the whole run. Deltas are against "
+        "the first row.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(title: str, rows: list[dict[str, Any]], path: Path) -> None:
+    """Bars of FPS and time per variant, side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display needed
+    import matplotlib.pyplot as plt
+
+    names = [r["variant"] for r in rows]
+    height = 1.2 + 0.45 * len(rows)
+    fig, (ax_fps, ax_time) = plt.subplots(1, 2, figsize=(11, height), sharey=True)
+    ax_fps.barh(names, [r["fps"] for r in rows], color="tab:blue")
+    ax_fps.set_xlabel("FPS (agent steps/s, higher is better)")
+    ax_time.barh(
+        names,
+        [r["seconds"] / 60 for r in rows],
+        color=["tab:green" if r["solved"] else "tab:gray" for r in rows],
+    )
+    ax_time.set_xlabel("minutes (green: to solve, gray: budget, not solved)")
+    ax_fps.invert_yaxis()  # first variant on top, as in the table
+    fig.suptitle(title)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def write_outputs(title: str, parent: Path, rows: list[dict[str, Any]]) -> str:
+    table = markdown(title, rows)
+    for name, text in (
+        ("ablation.md", table),
+        ("ablation.json", json.dumps({"title": title, "rows": rows}, indent=2)),
+    ):
+        tmp = parent / f".{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, parent / name)
+    if rows:
+        plot(title, rows, parent / "ablation.png")
+    return table
+
+
+def run_ablation(
+    preset_name: str, variants: list[tuple[str, Preset]], parent: Path | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """Train every variant in turn; return the table and its rows. Ctrl-C stops the
+    ablation after saving the table of the variants that ran (the last one partial)."""
+    from atari_speed.training import train
+
+    parent = parent or default_parent(preset_name)
+    parent.mkdir(parents=True, exist_ok=True)
+    title = f"{preset_name}: {len(variants)} variants"
+    rows: list[dict[str, Any]] = []
+    for i, (name, preset) in enumerate(variants, 1):
+        run_dir = parent / f"{i:02d}-{slug(name)}"
+        print(f"[{i}/{len(variants)}] {name} -> {run_dir}", flush=True)
+        try:
+            summary = train(preset, run_dir)
+        except KeyboardInterrupt as interrupt:
+            if interrupt.args:
+                rows.append(row(name, run_dir, interrupt.args[0]))
+            write_outputs(title, parent, with_deltas(rows))
+            raise KeyboardInterrupt(parent) from None
+        rows.append(row(name, run_dir, summary))
+        write_outputs(title, parent, with_deltas(rows))  # a partial table survives a crash
+    return write_outputs(title, parent, with_deltas(rows)), rows

@@ -1,0 +1,141 @@
+"""Ablation presets: variants checked up front, each trained, one table, overlaid logs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from atari_speed.ablation import markdown, with_deltas
+from atari_speed.config import ConfigError, load_variants
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ["wrapper-ablation", "image-backend-ablation", "mode-ablation", "book-table"]
+
+TWO_VARIANTS = """
+[run]
+mode = "n-env"
+envs = 2
+frames = 400
+log_every = 100
+[env]
+pipeline = "book"
+[dqn]
+batch_size = 16
+train_every = 2
+target_sync = 50
+[replay]
+size = 1000
+initial = 100
+
+[[variant]]
+name = "opencv, 2 envs"
+
+[[variant]]
+name = "numpy, 1 env"
+env.image_backend = "numpy"
+run.envs = 1
+"""
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_ablation_presets_load_every_variant(name):
+    variants = load_variants(name)
+    assert len(variants) >= 4
+    assert len({label for label, _ in variants}) == len(variants)
+
+
+def test_command_line_overrides_apply_to_every_variant():
+    variants = load_variants("mode-ablation", ["run.frames=1234", "dqn.learning_rate=3e-4"])
+    assert {p.run.frames for _, p in variants} == {1234}
+    assert {p.dqn.learning_rate for _, p in variants} == {3e-4}
+    assert [p.run.envs for _, p in variants][1:5] == [1, 2, 4, 8]  # the variants' own
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("[[variant]]\nrun.envs = 2\n", "variant 1 needs a name"),
+        ('[[variant]]\nname = "a"\n[[variant]]\nname = "a"\n', "variant 2: name 'a' is used twice"),
+        ('[[variant]]\nname = "x"\nrun.envz = 2\n', "variant 1 (x): [run] unknown key 'envz'"),
+        ('[[variant]]\nname = "x"\ndqn.gamma = 2.0\n', "variant 1 (x): [dqn]: gamma = 2.0 is out of range"),
+    ],
+)
+def test_bad_variants_are_refused_before_anything_trains(tmp_path, body, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(body)
+    with pytest.raises(ConfigError) as err:
+        load_variants(path)
+    assert message in str(err.value) and str(path) in str(err.value)
+
+
+def test_table_deltas_are_against_the_first_row():
+    rows = with_deltas(
+        [
+            {
+                "variant": "a",
+                "fps": 100.0,
+                "seconds": 600.0,
+                "solved": True,
+                "frames_to_solve": 5000,
+                "best_avg_reward": 18.2,
+                "interrupted": False,
+            },
+            {
+                "variant": "b",
+                "fps": 150.0,
+                "seconds": 300.0,
+                "solved": False,
+                "frames_to_solve": None,
+                "best_avg_reward": None,
+                "interrupted": False,
+            },
+        ]
+    )
+    assert rows[1]["delta_fps"] == pytest.approx(50.0)
+    assert rows[1]["delta_seconds"] == pytest.approx(-50.0)
+    text = markdown("t", rows)
+    assert "| a | 100.0 | +0.0% | 10.0 min | +0.0% | 5,000 | 18.2 |" in text
+    assert "| b | 150.0 | +50.0% | 5.0 min (budget, not solved) | -50.0% |  |  |" in text
+
+
+def test_two_variant_ablation_end_to_end(tmp_path):
+    preset = tmp_path / "tiny-ablation.toml"
+    preset.write_text(TWO_VARIANTS)
+    parent = tmp_path / "out"
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            "--preset",
+            str(preset),
+            "--run-dir",
+            str(parent),
+            "--set",
+            "run.seed=3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads((parent / "ablation.json").read_text())["rows"]
+    assert [r["variant"] for r in rows] == ["opencv, 2 envs", "numpy, 1 env"]
+    assert all(r["frames"] == 400 and r["fps"] > 0 for r in rows)
+    assert rows[0]["delta_fps"] == 0.0 and rows[1]["delta_fps"] is not None
+    table = (parent / "ablation.md").read_text()
+    assert "| opencv, 2 envs |" in table and "| numpy, 1 env |" in table
+    assert "| numpy, 1 env |" in out.stdout
+    assert (parent / "ablation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    dirs = [parent / "01-opencv-2-envs", parent / "02-numpy-1-env"]
+    tags = [set(EventAccumulator(str(d)).Reload().Tags()["scalars"]) for d in dirs]
+    assert tags[0] == tags[1] and "train/fps" in tags[0]  # same tags: TensorBoard overlays
+    summaries = [json.loads((d / "summary.json").read_text()) for d in dirs]
+    assert summaries[1]["pipeline"]["stages"][3]["backend"] == "numpy"
+    assert summaries[0]["preset"]["run"]["seed"] == summaries[1]["preset"]["run"]["seed"] == 3
