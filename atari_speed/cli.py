@@ -41,7 +41,11 @@ def train_parser() -> argparse.ArgumentParser:
         help="preset name in presets/ or a TOML path (default: pong-fast)",
     )
     parser.add_argument("--mode", choices=MODES, help="override run.mode")
-    parser.add_argument("--envs", type=int, help="override run.envs (envs, or per actor)")
+    parser.add_argument(
+        "--envs",
+        type=_envs_arg,
+        help="override run.envs (envs, or per actor); auto = chosen from the machine",
+    )
     parser.add_argument("--frames", type=int, help="override run.frames (agent steps, all envs)")
     parser.add_argument("--device", choices=DEVICES, help="override run.device")
     parser.add_argument("--seed", type=int, help="override run.seed")
@@ -52,6 +56,13 @@ def train_parser() -> argparse.ArgumentParser:
         "an ablation preset, the parent of one directory per variant",
     )
     parser.add_argument("--resume", metavar="CHECKPOINT", help="continue from a checkpoint.pt")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="print what this machine has (cores, memory, GPU, torch threads, env backends "
+        "that work, with a few seconds of measurement) and the configuration the preset's "
+        "auto fields would get; no training",
+    )
     parser.add_argument(
         "--profile",
         action="store_true",
@@ -67,6 +78,47 @@ def train_parser() -> argparse.ArgumentParser:
         help="override any preset field (repeatable)",
     )
     return parser
+
+
+def _envs_arg(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number or auto") from None
+
+
+def check_main(preset_name: str, overrides: list[str]) -> int:
+    """``train.py --check``: the machine, and what auto would choose for the preset."""
+    from atari_speed.auto import AUTO, calibrate, choose, detect
+
+    preset = load_preset(preset_name, overrides)
+    machine = detect()
+    print(f"checking this machine with {preset.name}'s pipeline and network (a few seconds)...")
+    calibrate(machine, preset)
+    print("\n".join(machine.describe()))
+    # Show the choice for every auto field, even ones this preset fixes.
+    probe = preset.replace("run", mode=AUTO, envs=0).replace("env", backend=AUTO)
+    _, choices = choose(probe, machine)
+    print(
+        f"\nauto would choose: mode {choices['mode']}, {choices['envs']} envs, "
+        f"backend {choices['backend']}, learner threads {choices['learner_threads'] or 'all'}"
+    )
+    for line in choices["why"]:
+        print(f"  {line}")
+    fixed = [
+        f"{key} = {value!r}"
+        for key, value, auto in (
+            ("run.mode", preset.run.mode, preset.run.mode == AUTO),
+            ("run.envs", preset.run.envs, preset.run.envs == 0),
+            ("env.backend", preset.env.backend, preset.env.backend == AUTO),
+        )
+        if not auto
+    ]
+    if fixed:
+        print(f"{preset.name} fixes {', '.join(fixed)}: those stay as set")
+    return 0
 
 
 def train_main(argv: list[str] | None = None) -> int:
@@ -88,6 +140,8 @@ def train_main(argv: list[str] | None = None) -> int:
     try:
         from atari_speed.training import train
 
+        if args.check:
+            return check_main(args.preset, overrides)
         variants = load_variants(args.preset, overrides)
         if variants:
             return _ablation(args, variants)

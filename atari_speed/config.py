@@ -19,9 +19,9 @@ from atari_speed.errors import ConfigError
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
 
-MODES = ("baseline", "n-env", "parallel")
+MODES = ("baseline", "n-env", "parallel", "auto")
 DEVICES = ("auto", "cpu", "cuda")
-BACKENDS = ("sync", "subprocess", "ale")
+BACKENDS = ("sync", "subprocess", "ale", "auto")
 NETWORKS = ("nature", "nips", "small")
 
 
@@ -32,8 +32,20 @@ def doc(text: str, default: Any, **limits: Any) -> Any:
 
 @dataclass(frozen=True)
 class RunConfig:
-    mode: str = doc("baseline (the book's loop on ptan) | n-env | parallel", "n-env", choices=MODES)
-    envs: int = doc("envs stepped together (n-env), or per actor (parallel)", 1, low=1, high=256)
+    mode: str = doc(
+        "baseline (the book's loop on ptan) | n-env | parallel | auto (chosen from the "
+        "machine: cores, GPU and a few seconds of calibration; see train.py --check)",
+        "n-env",
+        choices=MODES,
+    )
+    envs: int = doc(
+        'envs stepped together (n-env), or per actor (parallel); "auto" (or 0) = chosen '
+        "from the machine",
+        1,
+        low=0,
+        high=256,
+        auto=0,
+    )
     actors: int = doc(
         "actor processes in parallel mode; 0 = the same actor code run in the "
         "learner's process (serial, for debugging)",
@@ -76,7 +88,11 @@ class RunConfig:
 class EnvConfig:
     game: str = doc("ALE game name: pong, breakout, ms_pacman, ...", "pong")
     pipeline: Any = doc("a wrappers/ name, a path, or an inline table", "book")
-    backend: str = doc("env execution backend: sync | subprocess | ale", "sync", choices=BACKENDS)
+    backend: str = doc(
+        "env execution backend: sync | subprocess | ale | auto (the fastest that works)",
+        "sync",
+        choices=BACKENDS,
+    )
     image_backend: str = doc(
         "resize backend replacing the pipeline's: opencv | pillow | numpy; '' = the "
         "pipeline's own (the ale backend always resizes with ALE's code)",
@@ -163,6 +179,8 @@ def _check(where: str, key: str, value: Any, f: dataclasses.Field, hint: Any) ->
     meta = f.metadata
     if hint is Any:
         return value
+    if "auto" in meta and value == "auto":
+        return meta["auto"]
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, hint) or (hint is not bool and isinstance(value, bool)):

@@ -676,10 +676,14 @@ def default_run_dir(preset: Preset) -> Path:
 
 def train(preset: Preset, run_dir: Path | None = None, resume: str | None = None) -> dict:
     """Train with ``preset``; return the final summary (also in ``run_dir/summary.json``)."""
+    from atari_speed.auto import resolve
+
+    preset, choices = resolve(preset)  # fills in auto mode / envs / backend, if any
     loop = mode_loop(preset.run.mode)
     run_dir = run_dir or default_run_dir(preset)
     envs = preset.run.envs * (max(preset.run.actors, 1) if preset.run.mode == "parallel" else 1)
     run = make_run(preset, run_dir, resume, envs)
+    run.tracker.choices.update(choices)
     interrupted = False
     try:
         with interrupt_as_exception():

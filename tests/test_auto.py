@@ -1,0 +1,78 @@
+"""Auto configuration: the choice follows the measurements, and says why."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from atari_speed.auto import Machine, choose, needs_choice
+from atari_speed.config import ConfigError, load_preset
+
+ROOT = Path(__file__).resolve().parent.parent
+AUTO = ["run.mode='auto'", "run.envs='auto'", "env.backend='auto'"]
+
+
+def machine(cores=2, gpu=None, update_ms=30.0, **steps) -> Machine:
+    return Machine(
+        cores=cores,
+        memory_gb=24,
+        gpu=gpu,
+        env_steps=steps or {"sync": 1500.0, "subprocess": 3000.0, "ale": 3800.0},
+        update_ms=update_ms,
+    )
+
+
+def test_auto_values_parse_from_files_and_flags():
+    preset = load_preset("pong-nenv", AUTO)
+    assert (preset.run.mode, preset.run.envs, preset.env.backend) == ("auto", 0, "auto")
+    assert needs_choice(preset) and not needs_choice(load_preset("pong-nenv"))
+
+
+def test_cpu_with_an_expensive_learner_gets_n_env_on_the_fastest_backend():
+    chosen, choices = choose(load_preset("pong-nenv", AUTO), machine(cores=2))
+    assert (chosen.run.mode, chosen.run.envs, chosen.env.backend) == ("n-env", 8, "ale")
+    assert choices["backend"] == "ale" and len(choices["why"]) == 3
+    assert "fastest" in choices["why"][0] and "SGD step" in choices["why"][1]
+
+
+def test_many_cores_and_costly_envs_get_parallel_with_a_core_for_the_actor():
+    m = machine(cores=8, update_ms=2.0, sync=400.0, ale=500.0)
+    chosen, choices = choose(load_preset("pong-nenv", AUTO), m)
+    assert chosen.run.mode == "parallel" and chosen.run.learner_threads == 7
+    assert chosen.env.backend == "ale" and "can overlap them" in choices["why"][1]
+
+
+def test_a_gpu_gets_more_envs_and_n_env():
+    m = machine(cores=16, gpu="NVIDIA H100", update_ms=2.0)
+    chosen, _ = choose(load_preset("pong-nenv", AUTO), m)
+    assert (chosen.run.mode, chosen.run.envs) == ("n-env", 16)
+
+
+def test_fixed_fields_are_kept():
+    preset = load_preset("pong-nenv", ["run.mode='auto'"])  # envs 3, backend sync fixed
+    chosen, _ = choose(preset, machine())
+    assert (chosen.run.mode, chosen.run.envs, chosen.env.backend) == ("n-env", 3, "sync")
+
+
+def test_no_working_backend_is_a_clear_error():
+    m = Machine(cores=2, memory_gb=24, env_steps={}, env_errors={"ale": "boom"}, update_ms=30)
+    with pytest.raises(ConfigError, match="no env backend works here: ale: boom"):
+        choose(load_preset("pong-nenv", AUTO), m)
+
+
+def test_check_prints_the_machine_and_the_choice_without_training(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "--preset", "pong-fast", "--check"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,  # nothing may be written: no runs/ directory appears here
+    )
+    assert out.returncode == 0, out.stderr
+    for text in ("cores:", "memory:", "gpu:", "torch threads:", "env backend ale: works"):
+        assert text in out.stdout, text
+    assert "one SGD update" in out.stdout and "auto would choose: mode" in out.stdout
+    assert list(tmp_path.iterdir()) == []
