@@ -61,7 +61,10 @@ def test_command_line_overrides_apply_to_every_variant():
         ("[[variant]]\nrun.envs = 2\n", "variant 1 needs a name"),
         ('[[variant]]\nname = "a"\n[[variant]]\nname = "a"\n', "variant 2: name 'a' is used twice"),
         ('[[variant]]\nname = "x"\nrun.envz = 2\n', "variant 1 (x): [run] unknown key 'envz'"),
-        ('[[variant]]\nname = "x"\ndqn.gamma = 2.0\n', "variant 1 (x): [dqn]: gamma = 2.0 is out of range"),
+        (
+            '[[variant]]\nname = "x"\ndqn.gamma = 2.0\n',
+            "variant 1 (x): [dqn]: gamma = 2.0 is out of range",
+        ),
     ],
 )
 def test_bad_variants_are_refused_before_anything_trains(tmp_path, body, message):
