@@ -602,24 +602,29 @@ def run_baseline(run: Run) -> None:
         run.learner.net, selector, device=device, preprocessor=states_to_tensor
     )
 
-    def agent(states: list[Any], agent_states: list[Any]) -> Any:
-        with prof.section("action selection"):
-            return dqn_agent(states, agent_states)
+    class TimedAgent(ptan.agent.BaseAgent):
+        """ptan's DQNAgent, its calls timed as action selection."""
 
+        def __call__(self, states: list[Any], agent_states: list[Any]) -> Any:
+            with prof.section("action selection"):
+                return dqn_agent(states, agent_states)
+
+    agent = TimedAgent()
     source = ptan.experience.ExperienceSourceFirstLast(
         env, agent, gamma=dqn.gamma, steps_count=dqn.n_steps
     )
     buffer = ptan.experience.ExperienceReplayBuffer(source, buffer_size=preset.replay.size)
     run.fill = lambda: len(buffer) / preset.replay.size
-    # ptan steps the env inside populate(): its stages are split out of that section, and
-    # what is left is ptan's experience and buffer bookkeeping (the "replay add").
-    prof.split("replay add (ptan populate)", stages)
+    # ptan steps the env inside populate(): the env's stages are split out of that section
+    # (ptan populate/<stage>) and "ptan populate/rest" is ptan's experience and buffer
+    # bookkeeping, the replay add of this mode.
+    prof.split("ptan populate", stages)
     credit = 0
     prof.restart()
     try:
         while not run.done:
             selector.epsilon = epsilon_at(preset, run.frames)
-            with prof.section("replay add (ptan populate)"):
+            with prof.section("ptan populate"):
                 buffer.populate(1)
             with prof.section("logging + checkpoints"):
                 run.frames += 1

@@ -117,13 +117,27 @@ def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
 
 
 def test_baseline_mode_runs_on_ptan(tmp_path):
-    out = train("--preset", "pong-baseline", "--frames", "400", "--run-dir", str(tmp_path), *TINY)
+    out = train(
+        "--preset",
+        "pong-baseline",
+        "--frames",
+        "400",
+        "--run-dir",
+        str(tmp_path),
+        "--profile",
+        *TINY,
+    )
     assert out.returncode == 0, out.stderr
     s = summary(tmp_path)
     assert s["mode"] == "baseline" and s["envs"] == 1 and s["frames"] == 400
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     # One update per frame from the frame the buffer holds 200 transitions: frames 200..400.
     assert data["learner"]["updates"] == 201
+    # ptan steps the env inside populate(): its stages still get their own rows
+    report = json.loads((tmp_path / "profile.json").read_text())["processes"]["main"]
+    rows = {r["stage"]: r for r in report["rows"]}
+    assert rows["sgd step"]["calls"] == 201 and rows["action selection"]["calls"] >= 400
+    assert rows["ptan populate/WarpFrame"]["calls"] >= 400 and "ptan populate/rest" in rows
 
 
 def start_training(*args: str) -> subprocess.Popen:
