@@ -77,6 +77,11 @@ class RunConfig:
         False,
     )
     log_every: int = doc("frames between TensorBoard scalars and summary.json", 2_000, low=1)
+    amp: bool = doc(
+        "bf16 autocast of the learner's forward passes on CUDA (ignored on a CPU, where it "
+        "is slower)",
+        False,
+    )
     profile: bool = doc(
         "time every stage of every process (train.py --profile): a table at the end, "
         "profile.json and TensorBoard profile/<stage>",

@@ -82,7 +82,12 @@ class Learner:
     """One SGD update per ``step(batch)``: (double) DQN target, n-step bootstrap."""
 
     def __init__(
-        self, net: DQN, cfg: DQNConfig, device: torch.device, channels_last: bool = False
+        self,
+        net: DQN,
+        cfg: DQNConfig,
+        device: torch.device,
+        channels_last: bool = False,
+        amp: bool = False,
     ) -> None:
         self.cfg, self.device = cfg, device
         self.net = net.to(device)
@@ -96,6 +101,10 @@ class Learner:
             self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
         )
         self.bootstrap = cfg.gamma**cfg.n_steps
+        # bf16 autocast of the forward passes, on CUDA only: bf16 keeps fp32's exponent
+        # range, so no loss scaling is needed, and the loss itself is computed in fp32.
+        # On a CPU without bf16 units it is far slower (docs/train_speed.md), so it is off.
+        self.amp = amp and device.type == "cuda"
         self.updates = 0
         self._loss_sum = torch.zeros((), device=device)
         self._loss_count = 0
@@ -118,11 +127,18 @@ class Learner:
         return out
 
     def loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
-        q = self.net(b["states"]).gather(1, b["actions"].unsqueeze(1)).squeeze(1)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):
+            q_all = self.net(b["states"])
+            with torch.no_grad():
+                target_q = self.target.target_model(b["next_states"]).float()
+                best = (
+                    self.net(b["next_states"]).argmax(dim=1, keepdim=True)
+                    if self.cfg.double
+                    else None
+                )
+        q = q_all.float().gather(1, b["actions"].unsqueeze(1)).squeeze(1)
         with torch.no_grad():
-            target_q = self.target.target_model(b["next_states"])
-            if self.cfg.double:
-                best = self.net(b["next_states"]).argmax(dim=1, keepdim=True)
+            if best is not None:
                 next_q = target_q.gather(1, best).squeeze(1)
             else:
                 next_q = target_q.max(dim=1).values

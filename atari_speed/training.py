@@ -483,7 +483,9 @@ def make_run(preset: Preset, run_dir: Path, resume: str | None, envs: int) -> Ru
     device = pick_device(preset.run.device)
     torch.manual_seed(preset.run.seed)
     net = net_for(preset.dqn, obs_shape, actions)
-    learner = Learner(net, preset.dqn, device, channels_last=preset.run.channels_last)
+    learner = Learner(
+        net, preset.dqn, device, channels_last=preset.run.channels_last, amp=preset.run.amp
+    )
     cuda = device.type == "cuda"
     learner.prof = Profiler(preset.run.profile, sync=torch.cuda.synchronize if cuda else None)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -89,3 +89,20 @@ def test_epsilon_greedy():
     assert set(random.tolist()) == set(range(6))
     share = (epsilon_greedy(greedy, 0.3, 6, rng) != 3).mean()
     assert share == pytest.approx(0.3 * 5 / 6, abs=0.02)
+
+
+def test_bf16_autocast_path_learns_the_same_q_values():
+    # run.amp only acts on CUDA; forcing it here runs the same autocast code on the CPU,
+    # so the casts around the loss are checked where no GPU is at hand.
+    torch.manual_seed(0)
+    cfg = DQNConfig(learning_rate=1e-3, gamma=GAMMA, batch_size=32, target_sync=20, double=True)
+    learner = Learner(DQN(SHAPE, 2), cfg, torch.device("cpu"), amp=True)
+    assert learner.amp is False  # ignored on a CPU
+    learner.amp = True
+    batch = chain_batch(1)
+    for _ in range(500):
+        learner.step(batch)
+    with torch.no_grad():
+        q = learner.net(torch.from_numpy(batch["states"][:3])).numpy()
+    assert q[0] == pytest.approx([1.0, 2.43], abs=0.1)
+    assert q[2] == pytest.approx([3.0, 3.0], abs=0.1)
