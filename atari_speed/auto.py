@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from atari_speed.config import Preset
-from atari_speed.errors import ConfigError, WorkerError
+from atari_speed.config import Preset, check_consistency
+from atari_speed.errors import ConfigError
 
 AUTO = "auto"
 
@@ -112,6 +112,7 @@ def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int) -> floa
         preset.dqn,
         device,
         channels_last=preset.run.channels_last,
+        amp=preset.run.amp,
     )
     rng = np.random.default_rng(0)
     b = preset.dqn.batch_size
@@ -134,15 +135,19 @@ def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int) -> floa
 
 def calibrate(machine: Machine, preset: Preset, seconds: float = 1.0) -> Machine:
     """Measure each env backend on the preset's pipeline and one SGD update (~5 s)."""
+    from atari_speed.learner import pick_device
     from atari_speed.pipeline import make_env, resolve_pipeline
     from atari_speed.vector import VECTOR_BACKENDS
+
+    if pick_device(preset.run.device).type != "cuda":
+        machine.gpu = machine.gpu_memory_gb = None  # this run will not use it (--device cpu)
 
     pipeline = resolve_pipeline(preset.env.pipeline, preset.env.image_backend or None)
     for backend in VECTOR_BACKENDS:
         try:
             machine.env_steps[backend] = _env_rate(preset, pipeline, backend, seconds)
-        except (ConfigError, WorkerError, OSError, RuntimeWarning) as err:
-            machine.env_errors[backend] = str(err).splitlines()[0]
+        except Exception as err:  # any failure means: this backend does not work here
+            machine.env_errors[backend] = (str(err).splitlines() or [type(err).__name__])[0]
     probe = make_env(pipeline, preset.env.game)
     shape, actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
     probe.close()
@@ -156,7 +161,9 @@ def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
     reasons: list[str] = []
     backend = env.backend
     if backend == AUTO:
-        working = machine.env_steps
+        working = dict(machine.env_steps)
+        if run.mode == "parallel":  # actors are processes already: no worker processes
+            working.pop("subprocess", None)
         if not working:
             raise ConfigError(
                 "env.backend = 'auto': no env backend works here: "
@@ -209,6 +216,7 @@ def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
         reasons.append(f"learner threads {threads}: one core left for the actor's envs")
     chosen = preset.replace("run", mode=mode, envs=envs, learner_threads=threads)
     chosen = chosen.replace("env", backend=backend)
+    check_consistency("auto configuration", chosen)
     choices = {
         "mode": mode,
         "envs": envs,

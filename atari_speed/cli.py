@@ -154,11 +154,18 @@ def train_main(argv: list[str] | None = None) -> int:
         print(f"train.py: error: {str(err).splitlines()[0]}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as interrupt:
-        summary = interrupt.args[0] if interrupt.args else {}
+        if not interrupt.args:  # before training began (calibration, setup)
+            print("\ninterrupted before training started; nothing saved", file=sys.stderr)
+            return 130
+        summary = interrupt.args[0]
         print(
             f"\ninterrupted at {summary.get('frames', '?')} frames; checkpoint.pt saved",
             file=sys.stderr,
         )
+        if summary.get("profile"):
+            from atari_speed.timing import format_profile
+
+            print(format_profile(summary["profile"]))
         return 130
     print(outcome(summary))
     if summary.get("profile"):
@@ -190,7 +197,11 @@ def _ablation(args: argparse.Namespace, variants: list) -> int:
     from atari_speed.ablation import run_ablation
 
     if args.resume:
-        raise ConfigError(f"--resume: {args.preset} is an ablation preset; resume one variant")
+        raise ConfigError(
+            f"--resume: {args.preset} is an ablation preset, which cannot resume; rerun it, "
+            "or resume one variant's checkpoint.pt with a preset of that variant's fields "
+            "(its summary.json lists them under 'preset')"
+        )
     try:
         table, rows = run_ablation(Path(args.preset).stem, variants, args.run_dir)
     except KeyboardInterrupt as interrupt:

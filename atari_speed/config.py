@@ -230,11 +230,11 @@ def apply(source: str, preset: Preset, raw: Mapping[str, Any]) -> Preset:
         preset = dataclasses.replace(
             preset, **{section: build_section(source, section, table, getattr(preset, section))}
         )
-    _check_consistency(source, preset)
+    check_consistency(source, preset)
     return preset
 
 
-def _check_consistency(source: str, preset: Preset) -> None:
+def check_consistency(source: str, preset: Preset) -> None:
     if preset.replay.initial > preset.replay.size:
         raise ConfigError(
             f"{source}: [replay] initial = {preset.replay.initial} exceeds size = "

@@ -103,12 +103,14 @@ class Learner:
         self.bootstrap = cfg.gamma**cfg.n_steps
         # bf16 autocast of the forward passes, on CUDA only: bf16 keeps fp32's exponent
         # range, so no loss scaling is needed, and the loss itself is computed in fp32.
-        # On a CPU without bf16 units it is far slower (docs/train_speed.md), so it is off.
-        self.amp = amp and device.type == "cuda"
+        # On a CPU without bf16 units it is far slower (docs/train_speed.md), so it is off;
+        # so too on GPUs without bf16 (pre-Ampere).
+        self.amp = amp and device.type == "cuda" and torch.cuda.is_bf16_supported()
         self.updates = 0
         self._loss_sum = torch.zeros((), device=device)
         self._loss_count = 0
         self._host: dict[str, torch.Tensor] = {}
+        self._copied: Any = None  # CUDA event: the last copy out of the pinned buffers
         self.prof = Profiler()  # the run swaps in its own when profiling
 
     def to_device(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
@@ -116,6 +118,11 @@ class Learner:
         keys = ("states", "next_states", "actions", "returns", "dones")
         if self.device.type != "cuda":
             return {k: torch.from_numpy(batch[k]) for k in keys}
+        # The copy from a pinned buffer is queued, not done: before refilling the buffer
+        # wait for the previous copy out of it (an event per buffer, not a device sync).
+        done = self._copied
+        if done is not None:
+            done.synchronize()
         out = {}
         for k in keys:
             host = self._host.get(k)
@@ -124,6 +131,8 @@ class Learner:
             else:
                 host.numpy()[...] = batch[k]
             out[k] = host.to(self.device, non_blocking=True)
+        self._copied = torch.cuda.Event()
+        self._copied.record()
         return out
 
     def loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:

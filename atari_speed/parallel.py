@@ -315,13 +315,14 @@ def run_parallel(run: Any) -> None:
     finally:
         run.prof.stop()
         shared.control[STOP] = 1
+        if run.prof.enabled:
+            # Read before joining: a process is joined only once its queue data is flushed.
+            _collect_profiles(games, len(procs), run.profiles)
         for proc in procs:
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.kill()
                 proc.join(timeout=5)
-        if run.prof.enabled:
-            _collect_profiles(games, len(procs), run.profiles)
         if serial_actor is not None:
             if run.prof.enabled:  # its own sections are already in the learner's table
                 run.profiles.update(serial_actor.venv.worker_profiles())
@@ -381,10 +382,10 @@ def _learn(
 
 def _collect_profiles(games: Any, actors: int, into: dict[str, dict[str, Any]]) -> None:
     """The profiles stopped actors sent last; games and errors left in the queue are moot."""
-    received = 0
-    while received < actors:
+    received, deadline = 0, time.monotonic() + 5
+    while received < actors and time.monotonic() < deadline:
         try:
-            kind, _, payload = games.get(timeout=2)
+            kind, _, payload = games.get(timeout=max(deadline - time.monotonic(), 0.01))
         except queue.Empty:
             return
         if kind == "profile":

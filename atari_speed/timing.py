@@ -84,10 +84,12 @@ class _Section:
 
     def __exit__(self, *exc: Any) -> None:
         p = self.profiler
-        if p.sync is not None:
-            p.sync()  # CUDA runs ahead of Python: charge the GPU work to this section
-        elapsed = time.perf_counter() - self.start
-        p.open.pop()
+        try:
+            if p.sync is not None:
+                p.sync()  # CUDA runs ahead of Python: charge the GPU work to this section
+        finally:
+            elapsed = time.perf_counter() - self.start
+            p.open.pop()
         p.seconds[self.label] += elapsed
         p.calls[self.label] += 1
         if p.open:  # nested: the enclosing section keeps only its own (exclusive) time

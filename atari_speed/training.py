@@ -16,6 +16,7 @@ frames once the replay holds ``replay.initial`` transitions, whatever the env co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -36,7 +37,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from atari_speed.config import Preset
-from atari_speed.errors import ConfigError
+from atari_speed.errors import ConfigError, WorkerError
 from atari_speed.learner import Learner, net_for, pick_device, select_actions
 from atari_speed.pipeline import make_env, resolve_game, resolve_pipeline
 from atari_speed.replay import FrameReplay
@@ -330,6 +331,21 @@ class Run:
                 f"--resume: the checkpoint is of {data['game']} ({data['actions']} actions), "
                 f"this run is {self.preset.env.game} ({self.actions} actions)"
             )
+        ours = {
+            "observations": list(self.obs_shape),
+            "network": self.preset.dqn.network,
+            "dueling": self.preset.dqn.dueling,
+        }
+        theirs = {
+            "observations": list(data["obs_shape"]),
+            "network": data.get("network", "nature"),
+            "dueling": data["dueling"],
+        }
+        if ours != theirs:
+            raise ConfigError(
+                f"--resume: the checkpoint's network does not fit this preset's: it has "
+                f"{theirs}, this run {ours}; resume with the preset that trained it"
+            )
         if "learner" not in data:
             raise ConfigError(
                 "--resume: this checkpoint holds weights only (a best.pt?); "
@@ -564,7 +580,8 @@ def run_nenv(run: Run) -> None:
     finally:
         prof.stop()
         if prof.enabled:
-            run.profiles.update(venv.worker_profiles())
+            with contextlib.suppress(WorkerError):  # workers already gone: no reports
+                run.profiles.update(venv.worker_profiles())
         venv.close()
 
 

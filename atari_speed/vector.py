@@ -323,6 +323,7 @@ class SubprocessVectorEnv(VectorEnv):
         self.workers: list[mp.Process] = []
         self.conns: list[Connection] = []
         self.closed = False
+        self.interrupted = False  # a command's replies were not all read (Ctrl-C)
         num_workers = min(num_envs, num_workers or os.cpu_count() or 1)
         splits = np.array_split(np.arange(num_envs), num_workers)
         ctx = mp.get_context(start_method)
@@ -394,13 +395,16 @@ class SubprocessVectorEnv(VectorEnv):
     def _command(self, command: str, payloads: Sequence[Any] | None = None) -> list[Any]:
         if self.closed:
             raise WorkerError("the vector env is closed")
+        self.interrupted = True  # until every reply is in
         try:
             for i, conn in enumerate(self.conns):
                 try:
                     conn.send((command, None if payloads is None else payloads[i]))
                 except OSError:
                     raise self._died(i, command) from None
-            return self._gather(command)
+            replies = self._gather(command)
+            self.interrupted = False
+            return replies
         except WorkerError:
             # One worker failed: stop them all now, so no exit path leaves orphans.
             self.close(terminate=True)
@@ -413,8 +417,8 @@ class SubprocessVectorEnv(VectorEnv):
         return self.buf.obs, {}
 
     def worker_profiles(self) -> dict[str, dict[str, Any]]:
-        if self.closed:
-            return {}
+        if self.closed or self.interrupted:
+            return {}  # a reply to the interrupted command may still be in a pipe
         return {f"env worker {i}": r for i, r in enumerate(self._command("profile")) if r}
 
     def step(self, actions: np.ndarray):
