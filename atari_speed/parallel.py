@@ -352,6 +352,7 @@ def _learn(
             finished = _drain(games)  # empty in serial mode: the in-process actor returns games
         produced = int(shared.frames.sum())
         run.frames = start_frames + produced
+        run.tracker.advance(run.frames)  # at once: the checkpoint and summary agree on frames
         updates = run.learner.updates - base_updates
         can_learn = produced >= preset.replay.initial and (
             updates <= (produced - preset.replay.initial) // dqn.train_every
@@ -373,7 +374,6 @@ def _learn(
             with prof.section("wait for actors' frames"):
                 time.sleep(0.001)  # data comes from the actors; nothing to do until it does
         with prof.section("logging + checkpoints"):
-            run.tracker.advance(run.frames)
             for score, length in finished:
                 if run.tracker.game(score, length):
                     run.game_improved()

@@ -76,3 +76,11 @@ def test_check_prints_the_machine_and_the_choice_without_training(tmp_path):
         assert text in out.stdout, text
     assert "one SGD update" in out.stdout and "auto would choose: mode" in out.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def test_parallel_never_gets_the_subprocess_backend():
+    # actors are daemonic processes: they cannot start env worker processes of their own
+    m = machine(cores=2, sync=1000.0, subprocess=5000.0, ale=3000.0)
+    preset = load_preset("pong-nenv", ["run.mode='parallel'", "env.backend='auto'"])
+    chosen, _ = choose(preset, m)
+    assert chosen.env.backend == "ale"

@@ -116,6 +116,29 @@ def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
     assert "profile/sgd_step" in tags and "profile/env_step/emulator" in tags
 
 
+def test_resume_with_another_network_is_refused_in_one_line(nenv_run, tmp_path):
+    out = train(
+        "--preset",
+        "pong-nenv",
+        "--run-dir",
+        str(tmp_path),
+        "--set",
+        "dqn.network='nips'",
+        "--resume",
+        str(nenv_run / "checkpoint.pt"),
+        *TINY,
+    )
+    assert out.returncode == 2
+    assert (
+        out.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "train.py: error: --resume: the checkpoint's network does not fit this preset's"
+        )
+    )
+    assert "'network': 'nature'" in out.stderr and "'network': 'nips'" in out.stderr
+
+
 def test_baseline_mode_runs_on_ptan(tmp_path):
     out = train(
         "--preset",
