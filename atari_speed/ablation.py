@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from atari_speed.config import Preset
+from atari_speed.training import write_text_atomic
 
 COLUMNS = (
     "variant",
@@ -133,13 +134,10 @@ def plot(title: str, rows: list[dict[str, Any]], path: Path) -> None:
 
 def write_outputs(title: str, parent: Path, rows: list[dict[str, Any]]) -> str:
     table = markdown(title, rows)
-    for name, text in (
-        ("ablation.md", table),
-        ("ablation.json", json.dumps({"title": title, "rows": rows}, indent=2)),
-    ):
-        tmp = parent / f".{name}.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, parent / name)
+    write_text_atomic(parent / "ablation.md", table)
+    write_text_atomic(
+        parent / "ablation.json", json.dumps({"title": title, "rows": rows}, indent=2)
+    )
     if rows:
         plot(title, rows, parent / "ablation.png")
     return table

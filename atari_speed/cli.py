@@ -162,17 +162,19 @@ def train_main(argv: list[str] | None = None) -> int:
             f"\ninterrupted at {summary.get('frames', '?')} frames; checkpoint.pt saved",
             file=sys.stderr,
         )
-        if summary.get("profile"):
-            from atari_speed.timing import format_profile
-
-            print(format_profile(summary["profile"]))
+        _print_profile(summary)
         return 130
     print(outcome(summary))
+    _print_profile(summary)
+    return 0
+
+
+def _print_profile(summary: dict[str, Any]) -> None:
+    """The per-process profile tables, when the run was profiled."""
     if summary.get("profile"):
         from atari_speed.timing import format_profile
 
         print(format_profile(summary["profile"]))
-    return 0
 
 
 def outcome(summary: dict[str, Any]) -> str:
@@ -300,7 +302,7 @@ def play_main(argv: list[str] | None = None) -> int:
 
         from atari_speed.learner import DQN, pick_device
         from atari_speed.pipeline import make_env
-        from atari_speed.training import load_checkpoint, play_episodes
+        from atari_speed.training import load_checkpoint, network_of, play_episodes
         from atari_speed.viewer import Recorder, open_window
 
         check_play_flags(args)
@@ -334,7 +336,7 @@ def play_main(argv: list[str] | None = None) -> int:
             tuple(data["obs_shape"]),
             data["actions"],
             dueling=data["dueling"],
-            network=data.get("network", "nature"),
+            network=network_of(data),
         ).to(device)
         net.load_state_dict(data["net"])
         net.eval()

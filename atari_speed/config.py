@@ -287,23 +287,27 @@ def _override(preset: Preset, overrides: list[str]) -> Preset:
     return preset
 
 
+def _base(name: str | Path) -> tuple[Path, Preset, Any]:
+    """The preset file, its settings outside ``[[variant]]`` tables, and those tables."""
+    path, raw = _read(name)
+    tables = raw.pop("variant", [])
+    return path, apply(str(path), Preset(name=path.stem), raw), tables
+
+
 def load_preset(name: str | Path, overrides: list[str] = ()) -> Preset:
     """Read a preset file, then apply ``section.key=value`` overrides (TOML values).
     In an ablation preset this is the base the variants change."""
-    path, raw = _read(name)
-    raw.pop("variant", None)
-    return _override(apply(str(path), Preset(name=path.stem), raw), list(overrides))
+    _, base, _ = _base(name)
+    return _override(base, list(overrides))
 
 
 def load_variants(name: str | Path, overrides: list[str] = ()) -> list[tuple[str, Preset]]:
     """An ablation preset's ``[[variant]]`` tables, each applied to the file's base and then
     the command line's overrides (which so apply to every variant); [] if it has none.
     Every variant is checked here, before any of them trains."""
-    path, raw = _read(name)
-    tables = raw.pop("variant", [])
+    path, base, tables = _base(name)
     if not isinstance(tables, list) or not all(isinstance(t, Mapping) for t in tables):
         raise ConfigError(f"{path}: variant must be [[variant]] tables")
-    base = apply(str(path), Preset(name=path.stem), raw)
     variants: list[tuple[str, Preset]] = []
     for i, table in enumerate(tables, 1):
         changes = dict(table)

@@ -16,7 +16,6 @@ frames once the replay holds ``replay.initial`` transitions, whatever the env co
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -37,7 +36,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from atari_speed.config import Preset
-from atari_speed.errors import ConfigError, WorkerError
+from atari_speed.errors import ConfigError
 from atari_speed.learner import Learner, net_for, pick_device, select_actions
 from atari_speed.pipeline import make_env, resolve_game, resolve_pipeline
 from atari_speed.replay import FrameReplay
@@ -74,6 +73,18 @@ def save_atomic(obj: dict[str, Any], path: Path) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write to a temp file, then rename: a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def network_of(checkpoint: dict[str, Any]) -> str:
+    """The checkpoint's ``dqn.network``; checkpoints from before that field are Nature's."""
+    return checkpoint.get("network", "nature")
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -246,9 +257,8 @@ class Tracker:
         return round((self.frames - self.learning_from[1]) / seconds, 1) if seconds > 0 else None
 
     def write_summary(self) -> None:
-        tmp = self.run_dir / ".summary.json.tmp"
-        tmp.write_text(json.dumps(self.summary(), indent=2, default=str))
-        os.replace(tmp, self.run_dir / "summary.json")
+        text = json.dumps(self.summary(), indent=2, default=str)
+        write_text_atomic(self.run_dir / "summary.json", text)
 
     def stats(self) -> dict[str, Any]:
         """What a checkpoint carries to resume the statistics."""
@@ -338,7 +348,7 @@ class Run:
         }
         theirs = {
             "observations": list(data["obs_shape"]),
-            "network": data.get("network", "nature"),
+            "network": network_of(data),
             "dueling": data["dueling"],
         }
         if ours != theirs:
@@ -580,8 +590,7 @@ def run_nenv(run: Run) -> None:
     finally:
         prof.stop()
         if prof.enabled:
-            with contextlib.suppress(WorkerError):  # workers already gone: no reports
-                run.profiles.update(venv.worker_profiles())
+            run.profiles.update(venv.worker_profiles())
         venv.close()
 
 
@@ -731,9 +740,8 @@ def train(preset: Preset, run_dir: Path | None = None, resume: str | None = None
 def write_profile(run: Run) -> dict[str, dict[str, Any]]:
     """Every process's profile: to profile.json, and TensorBoard at the last frame."""
     processes = {"main": run.prof.report(), **run.profiles}
-    tmp = run.run_dir / ".profile.json.tmp"
-    tmp.write_text(json.dumps({"frames": run.frames, "processes": processes}, indent=2))
-    os.replace(tmp, run.run_dir / "profile.json")
+    text = json.dumps({"frames": run.frames, "processes": processes}, indent=2)
+    write_text_atomic(run.run_dir / "profile.json", text)
     for name, report in processes.items():
         run.tracker.log_profile("" if name == "main" else name, report)
     return processes

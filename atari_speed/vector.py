@@ -141,7 +141,8 @@ class VectorEnv(gym.vector.VectorEnv):
     stage_timer: StageTimer | None = None
 
     def worker_profiles(self) -> dict[str, dict[str, Any]]:
-        """Profile reports of env worker processes, by name (subprocess backend)."""
+        """Profile reports of env worker processes, by name (subprocess backend); {} when
+        there are none to be had."""
         return {}
 
     def _setup(self, num_envs: int, obs_space: gym.spaces.Box, num_actions: int) -> None:
@@ -419,7 +420,11 @@ class SubprocessVectorEnv(VectorEnv):
     def worker_profiles(self) -> dict[str, dict[str, Any]]:
         if self.closed or self.interrupted:
             return {}  # a reply to the interrupted command may still be in a pipe
-        return {f"env worker {i}": r for i, r in enumerate(self._command("profile")) if r}
+        try:
+            replies = self._command("profile")
+        except WorkerError:  # workers already gone (a signal to the process group): no reports
+            return {}
+        return {f"env worker {i}": r for i, r in enumerate(replies) if r}
 
     def step(self, actions: np.ndarray):
         self.buf.actions[:] = actions
