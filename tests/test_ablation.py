@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from atari_speed.ablation import markdown, with_deltas
 from atari_speed.config import ConfigError, load_variants
+from tests.scripts import run_script
 
-ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ["wrapper-ablation", "image-backend-ablation", "mode-ablation", "book-table"]
 
 TWO_VARIANTS = """
@@ -109,21 +106,15 @@ def test_two_variant_ablation_end_to_end(tmp_path):
     preset = tmp_path / "tiny-ablation.toml"
     preset.write_text(TWO_VARIANTS)
     parent = tmp_path / "out"
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            "--preset",
-            str(preset),
-            "--run-dir",
-            str(parent),
-            "--set",
-            "run.seed=3",
-        ],
-        capture_output=True,
-        text=True,
+    out = run_script(
+        "train.py",
+        "--preset",
+        str(preset),
+        "--run-dir",
+        str(parent),
+        "--set",
+        "run.seed=3",
         timeout=300,
-        cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr
     rows = json.loads((parent / "ablation.json").read_text())["rows"]

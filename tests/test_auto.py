@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from atari_speed.auto import Machine, choose, needs_choice
 from atari_speed.config import ConfigError, load_preset
+from tests.scripts import run_script
 
-ROOT = Path(__file__).resolve().parent.parent
 AUTO = ["run.mode='auto'", "run.envs='auto'", "env.backend='auto'"]
 
 
@@ -64,13 +60,8 @@ def test_no_working_backend_is_a_clear_error():
 
 
 def test_check_prints_the_machine_and_the_choice_without_training(tmp_path):
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "--preset", "pong-fast", "--check"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=tmp_path,  # nothing may be written: no runs/ directory appears here
-    )
+    # run in tmp_path: nothing may be written, no runs/ directory appears there
+    out = run_script("train.py", "--preset", "pong-fast", "--check", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     for text in ("cores:", "memory:", "gpu:", "torch threads:", "env backend ale: works"):
         assert text in out.stdout, text

@@ -18,7 +18,8 @@ import pytest
 import torch
 from PIL import Image, ImageSequence
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.scripts import ROOT, run_script
+
 PONG_BACKGROUND = (144, 72, 17)
 
 
@@ -29,38 +30,24 @@ def headless(**extra: str) -> dict[str, str]:
 
 
 def play(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "play.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
-        env=headless() if env is None else env,
-    )
+    return run_script("play.py", *args, env=headless() if env is None else env)
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("run")
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            "--preset",
-            "pong-nenv",
-            "--frames",
-            "300",
-            "--run-dir",
-            str(run_dir),
-            "--set",
-            "replay.initial=100",
-            "--set",
-            "replay.size=1000",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
+    out = run_script(
+        "train.py",
+        "--preset",
+        "pong-nenv",
+        "--frames",
+        "300",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "replay.initial=100",
+        "--set",
+        "replay.size=1000",
     )
     assert out.returncode == 0, out.stderr
     return run_dir

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from atari_speed.training import load_checkpoint
+from tests.scripts import ROOT, run_script
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = [
     "--set",
     "replay.initial=200",
@@ -31,13 +31,7 @@ TINY = [
 
 
 def train(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+    return run_script("train.py", *args, timeout=timeout)
 
 
 def summary(run_dir: Path) -> dict:
