@@ -18,7 +18,7 @@ import pytest
 import torch
 from PIL import Image, ImageSequence
 
-from tests.scripts import ROOT, run_script
+from tests.scripts import run_script, start_script
 
 PONG_BACKGROUND = (144, 72, 17)
 
@@ -196,21 +196,8 @@ def test_a_display_that_cannot_be_reached_is_one_line_not_a_crash(run_dir):
 
 def test_ctrl_c_keeps_the_video_so_far_and_exits_130(run_dir, tmp_path):
     video = tmp_path / "pong.mp4"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "play.py"),
-            str(run_dir),
-            "--record",
-            str(video),
-            "--episodes",
-            "1000",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=headless(),
+    proc = start_script(
+        "play.py", str(run_dir), "--record", str(video), "--episodes", "1000", env=headless()
     )
     try:
         deadline = time.monotonic() + 120

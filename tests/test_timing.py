@@ -19,16 +19,18 @@ def test_nested_sections_are_charged_once():
         with prof.section("outer"):
             time.sleep(0.01)
             with prof.section("inner"):
-                time.sleep(0.02)
+                time.sleep(0.05)
     prof.stop()
     rows = rows_by_stage(prof)
     assert rows["outer"]["calls"] == 3 and rows["inner"]["calls"] == 3
-    # outer keeps only its own ~30 ms, not inner's ~60 ms
-    assert 0.025 <= rows["outer"]["seconds"] < 0.05
-    assert 0.055 <= rows["inner"]["seconds"] < 0.09
+    # outer keeps only its own ~30 ms; charged inclusively it would hold inner's ~150 ms
+    # too and exceed inner. Sleeps only overshoot on a busy machine, hence no upper bound
+    # on the times themselves.
+    assert rows["outer"]["seconds"] >= 0.03 and rows["inner"]["seconds"] >= 0.15
+    assert rows["outer"]["seconds"] < rows["inner"]["seconds"]
     total = sum(r["seconds"] for r in rows.values())
     assert abs(total - prof.wall) < 1e-3
-    assert rows[UNTIMED]["seconds"] < 0.01
+    assert rows[UNTIMED]["share"] < 0.1
 
 
 def test_disabled_profiler_records_nothing():
@@ -55,6 +57,8 @@ def test_split_gives_each_pipeline_stage_its_own_row():
     assert rows["env step/WarpFrame"]["calls"] == 50
     assert rows["env step/rest"]["calls"] == 50 and rows["env step/rest"]["seconds"] >= 0
     env_total = sum(r["seconds"] for s, r in rows.items() if s.startswith("env step/"))
-    assert env_total <= prof.wall and rows[UNTIMED]["share"] < 0.05
+    # Loose bound: only the loop itself is untimed, but one preemption there on a busy
+    # machine can cost milliseconds; an env step left uncharged would make this ~1.
+    assert env_total <= prof.wall and rows[UNTIMED]["share"] < 0.25
     table = format_profile({"main": prof.report()})
     assert "| env step/emulator | 200 |" in table

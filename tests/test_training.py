@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 import torch
 
 from atari_speed.training import load_checkpoint
-from tests.scripts import ROOT, run_script
+from tests.scripts import run_script, start_script
 
 TINY = [
     "--set",
@@ -159,14 +158,7 @@ def test_baseline_mode_runs_on_ptan(tmp_path):
 
 def start_training(*args: str) -> subprocess.Popen:
     """train.py in its own process group, as a terminal would run it."""
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        start_new_session=True,
-    )
+    return start_script("train.py", *args)
 
 
 def wait_until_training(proc: subprocess.Popen, run_dir: Path, frames: int = 100) -> dict:
