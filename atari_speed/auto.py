@@ -157,6 +157,9 @@ def calibrate(machine: Machine, preset: Preset, seconds: float = 1.0) -> Machine
 
 def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
     """Fill in the preset's ``auto`` fields; return it and the choices with reasons."""
+    from atari_speed.pipeline import resolve_pipeline
+    from atari_speed.vector import ale_start_differs
+
     run, env = preset.run, preset.env
     reasons: list[str] = []
     backend = env.backend
@@ -164,10 +167,18 @@ def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
         working = dict(machine.env_steps)
         if run.mode == "parallel":  # actors are processes already: no worker processes
             working.pop("subprocess", None)
+        differs = ale_start_differs(resolve_pipeline(env.pipeline, env.image_backend or None))
+        set_aside = differs if differs and working.pop("ale", None) is not None else None
         if not working:
             raise ConfigError(
                 "env.backend = 'auto': no env backend works here: "
-                + "; ".join(f"{k}: {v}" for k, v in machine.env_errors.items())
+                + "; ".join(
+                    f"{k}: {v}"
+                    for k, v in {
+                        **machine.env_errors,
+                        **({"ale": set_aside} if set_aside else {}),
+                    }.items()
+                )
             )
         backend = max(working, key=working.get)
         reasons.append(
@@ -175,6 +186,8 @@ def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
             + ", ".join(f"{k} {v:,.0f}" for k, v in working.items())
             + " steps/s with 8 envs)"
         )
+        if set_aside:
+            reasons.append(f"env backend ale: not chosen: {set_aside}")
     mode = run.mode
     env_ms = 1e3 / machine.env_steps.get(backend, 1e3)  # per frame, on the chosen backend
     learn_ms = (machine.update_ms or 0.0) / preset.dqn.train_every  # per frame

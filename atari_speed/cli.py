@@ -20,8 +20,8 @@ or a path to a TOML file. Every field below can be set with --set section.key=va
 (values are TOML: --set dqn.double=true --set env.pipeline='"fast"').
 
 Output goes to runs/<date>-<preset>-<mode>/: TensorBoard logs (tensorboard --logdir runs),
-summary.json, checkpoint.pt (every run.checkpoint_every frames and on exit, Ctrl-C
-included) and best.pt (the best model so far). --resume continues frames, epsilon,
+summary.json, checkpoint.pt (every run.checkpoint_every frames and on exit, Ctrl-C and
+kill included) and best.pt (the best model so far). --resume continues frames, epsilon,
 optimizer and statistics from a checkpoint.pt; the replay buffer is refilled.
 
 preset fields:
@@ -187,10 +187,11 @@ def outcome(summary: dict[str, Any]) -> str:
         if summary["solved"]
         else "not solved"
     )
+    best = summary["best_avg_reward"]
     return (
         f"{summary['frames']:,} frames in {fmt_duration(summary['seconds'])} "
         f"({summary['fps']:.0f} FPS), {summary['episodes']} games, best smoothed reward "
-        f"{summary['best_avg_reward']}: {verdict}"
+        f"{'none (no game finished)' if best is None else f'{best:+.1f}'}: {verdict}"
     )
 
 

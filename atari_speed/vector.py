@@ -474,6 +474,9 @@ class AleVectorEnv(VectorEnv):
         if "-v" in rom:
             raise ConfigError(f"ale backend: give a game name such as 'pong', not the id {rom!r}")
         options = ale_options(pipeline)
+        differs = ale_start_differs(pipeline)
+        if differs:
+            warnings.warn(f"ale backend, pipeline {pipeline['name']!r}: {differs}", stacklevel=2)
         self.clip = options.pop("clip")
         self.skip = options["frameskip"]
         self.ale = AtariVectorEnv(
@@ -528,6 +531,26 @@ class AleVectorEnv(VectorEnv):
 # Pipeline stage -> AtariVectorEnv options. Order: ALE resets with no-ops, skips and
 # pools, then resizes and stacks, so stages must come in that order to be expressible.
 _ALE_ORDER = ("NoopReset", "MaxAndSkip", "WarpFrame", "FrameStack")
+
+
+def ale_start_differs(pipeline: dict[str, Any]) -> str | None:
+    """Why the ale backend would start games at another emulator frame than the pipeline
+    does on the other backends (which play.py and evaluation use), or None.
+
+    ALE's fire reset presses FIRE for one emulator frame; FireReset presses FIRE and then
+    action 2 as two agent steps (8 frames with skip 4). Without random no-ops every game
+    then starts at a fixed frame phase that differs between the two, and a DQN agent learns
+    its phase: pong-fast trained on ale scored +13 there and -17 on the pipeline
+    (benchmarks/frame_phase.py). NoopReset's random start makes the phase random in both.
+    """
+    names = {s["wrapper"] for s in pipeline["stages"]}
+    if "FireReset" in names and "NoopReset" not in names:
+        return (
+            "FireReset without NoopReset starts every game at another emulator frame phase "
+            "than the other backends (and play.py) do, and an agent trained on one phase can "
+            "lose on the other; add a NoopReset stage to the pipeline"
+        )
+    return None
 
 
 def ale_options(pipeline: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,8 @@ from atari_speed.auto import Machine, choose, needs_choice
 from atari_speed.config import ConfigError, load_preset
 from tests.scripts import run_script
 
-AUTO = ["run.mode='auto'", "run.envs='auto'", "env.backend='auto'"]
+# The classic pipeline has no-ops, so the ale backend starts its games as the others do.
+AUTO = ["run.mode='auto'", "run.envs='auto'", "env.backend='auto'", "env.pipeline='classic'"]
 
 
 def machine(cores=2, gpu=None, update_ms=30.0, **steps) -> Machine:
@@ -72,6 +73,14 @@ def test_check_prints_the_machine_and_the_choice_without_training(tmp_path):
 def test_parallel_never_gets_the_subprocess_backend():
     # actors are daemonic processes: they cannot start env worker processes of their own
     m = machine(cores=2, sync=1000.0, subprocess=5000.0, ale=3000.0)
-    preset = load_preset("pong-nenv", ["run.mode='parallel'", "env.backend='auto'"])
+    preset = load_preset("pong-nenv", ["run.mode='parallel'", *AUTO[2:]])
     chosen, _ = choose(preset, m)
     assert chosen.env.backend == "ale"
+
+
+def test_ale_is_not_chosen_where_it_would_start_games_at_another_frame():
+    # The book pipeline has FireReset and no no-ops: ALE's one-frame FIRE would train an
+    # agent on another frame phase than play.py shows it.
+    chosen, choices = choose(load_preset("pong-nenv", AUTO[:3]), machine(cores=2))
+    assert chosen.env.backend == "subprocess"  # the fastest of the rest
+    assert "env backend ale: not chosen: FireReset without NoopReset" in choices["why"][1]

@@ -60,6 +60,16 @@ def test_nenv_mode_end_to_end(nenv_run):
     torch.load(nenv_run / "checkpoint.pt", weights_only=True)
 
 
+def test_outcome_line_rounds_the_best_reward():
+    from atari_speed.cli import outcome
+
+    s = {"frames": 774752, "seconds": 8700.0, "fps": 89.0, "episodes": 331, "solved": False}
+    assert outcome({**s, "best_avg_reward": 10.967980155565234}) == (
+        "774,752 frames in 2h25m00s (89 FPS), 331 games, best smoothed reward +11.0: not solved"
+    )
+    assert "best smoothed reward none (no game finished)" in outcome({**s, "best_avg_reward": None})
+
+
 def test_resume_continues_frames_optimizer_and_stats(nenv_run, tmp_path):
     before = load_checkpoint(nenv_run / "checkpoint.pt")
     out = train(
@@ -172,14 +182,23 @@ def wait_until_training(proc: subprocess.Popen, run_dir: Path, frames: int = 100
     raise AssertionError(f"no training progress; stderr: {proc.communicate()[1][-2000:]}")
 
 
+def ctrl_c(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's: the whole process group
+
+
+def kill(proc: subprocess.Popen) -> None:
+    os.kill(proc.pid, signal.SIGTERM)  # as `kill PID`: train.py's own process only
+
+
 @pytest.mark.parametrize(
     "mode", [["--preset", "pong-nenv"], ["--preset", "pong-parallel", "--set", "run.actors=2"]]
 )
-def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path, mode):
+@pytest.mark.parametrize("stop", [ctrl_c, kill])
+def test_ctrl_c_or_kill_saves_a_checkpoint_and_exits_130(tmp_path, mode, stop):
     proc = start_training(*mode, "--frames", "10000000", "--run-dir", str(tmp_path), *TINY)
     try:
-        wait_until_training(proc, tmp_path)
-        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+        actors = wait_until_training(proc, tmp_path)["choices"].get("actor_pids", [])
+        stop(proc)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -188,6 +207,9 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path, mode):
     assert "checkpoint.pt saved" in err and "Traceback" not in err
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     assert data["frames"] > 0 and data["frames"] == summary(tmp_path)["frames"]
+    for pid in actors:  # stopped and reaped by train.py, not left to the init process
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 @pytest.mark.parametrize(

@@ -165,6 +165,21 @@ def test_ale_backend_maps_the_pipeline():
 
 
 @pytest.mark.parametrize(
+    ("pipeline", "differs"), [("book", True), ("fast", True), ("classic", False), ("small", False)]
+)
+def test_ale_start_differs_without_no_ops(pipeline, differs):
+    reason = vector.ale_start_differs(resolve_pipeline(pipeline))
+    assert (reason is not None) == differs
+    if differs:
+        assert "FireReset without NoopReset" in reason and "add a NoopReset stage" in reason
+
+
+def test_ale_backend_warns_where_its_games_start_at_another_frame():
+    with pytest.warns(UserWarning, match=r"ale backend, pipeline 'fast': FireReset without"):
+        make_vector_env("fast", "pong", 1, backend="ale").close()
+
+
+@pytest.mark.parametrize(
     ("stages", "message"),
     [
         ([{"wrapper": "WarpFrame"}], r"needs a FrameStack stage"),

@@ -1,0 +1,82 @@
+"""How a trained agent's score depends on the emulator frame its games start at.
+
+    uv run benchmarks/frame_phase.py CHECKPOINT [--games 2] [--epsilon 0.02]
+
+Plays the checkpoint on its own pipeline with any NoopReset stage removed, so each game
+starts at a fixed frame: the pipeline's own start, then 1, 2 and 3 extra emulator frames
+later (with frame skip 4 these are the four phases a game can start at). Then it plays
+the same number of games on the ale backend, whose FIRE reset lasts one frame where
+FireReset's lasts eight. An agent trained without random no-ops learns one phase; this
+shows which, and what the others cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from typing import Any
+
+import numpy as np
+import torch
+
+from atari_speed.learner import DQN, select_actions
+from atari_speed.training import load_checkpoint, network_of
+from atari_speed.vector import make_vector_env
+
+
+def play(env: Any, net: DQN, games: int, epsilon: float, shift: int, seed: int) -> list[float]:
+    """Whole games on a one-env vector env, each started ``shift`` NOOP frames late."""
+    rng = np.random.default_rng(seed)
+    actions_n = int(env.single_action_space.n)
+    obs, _ = env.reset(seed=seed)
+    pending = shift
+    scores: list[float] = []
+    while len(scores) < games:
+        for _ in range(pending):  # on the raw emulator: moves the phase, not the agent's clock
+            env.envs[0].unwrapped.ale.act(0)
+        pending = 0
+        actions = select_actions(net, np.asarray(obs), epsilon, actions_n, rng, torch.device("cpu"))
+        obs, _, _, _, info = env.step(actions)
+        if "episode" in info and info["_episode"][0]:
+            scores.append(float(info["episode"]["r"][0]))
+            pending = shift  # the next game has begun: start it late too
+    return scores
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("checkpoint")
+    parser.add_argument("--games", type=int, default=2, help="games per start phase")
+    parser.add_argument("--epsilon", type=float, default=0.02, help="as in training")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    data = load_checkpoint(args.checkpoint)
+    net = DQN(
+        tuple(data["obs_shape"]), data["actions"], dueling=data["dueling"], network=network_of(data)
+    )
+    net.load_state_dict(data["net"])
+    net.eval()
+    pipeline = dict(data["pipeline"])
+    pipeline["stages"] = [s for s in pipeline["stages"] if s["wrapper"] != "NoopReset"]
+    print(
+        f"{args.checkpoint}: {data['game']}, pipeline {pipeline['name']} without no-ops, "
+        f"epsilon {args.epsilon}, {args.games} games each\n"
+    )
+    print("| start | mean score | games |\n|---|---:|---|")
+    with torch.no_grad():
+        for shift in range(4):
+            env = make_vector_env(pipeline, data["game"], 1, backend="sync")
+            scores = play(env, net, args.games, args.epsilon, shift, args.seed)
+            env.close()
+            label = "pipeline's own" if shift == 0 else f"+{shift} frame{'s' * (shift > 1)}"
+            print(f"| {label} | {statistics.mean(scores):+.1f} | {scores} |", flush=True)
+        env = make_vector_env(pipeline, data["game"], 1, backend="ale")
+        scores = play(env, net, args.games, args.epsilon, 0, args.seed)
+        env.close()
+        print(f"| ale backend | {statistics.mean(scores):+.1f} | {scores} |")
+
+
+if __name__ == "__main__":
+    main()
