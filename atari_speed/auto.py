@@ -167,18 +167,17 @@ def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
         working = dict(machine.env_steps)
         if run.mode == "parallel":  # actors are processes already: no worker processes
             working.pop("subprocess", None)
-        differs = ale_start_differs(resolve_pipeline(env.pipeline, env.image_backend or None))
-        set_aside = differs if differs and working.pop("ale", None) is not None else None
+        unusable = dict(machine.env_errors)
+        set_aside = None
+        if "ale" in working:
+            set_aside = ale_start_differs(resolve_pipeline(env.pipeline, env.image_backend or None))
+            if set_aside:
+                unusable["ale"] = set_aside
+                del working["ale"]
         if not working:
             raise ConfigError(
                 "env.backend = 'auto': no env backend works here: "
-                + "; ".join(
-                    f"{k}: {v}"
-                    for k, v in {
-                        **machine.env_errors,
-                        **({"ale": set_aside} if set_aside else {}),
-                    }.items()
-                )
+                + "; ".join(f"{k}: {v}" for k, v in unusable.items())
             )
         backend = max(working, key=working.get)
         reasons.append(

@@ -301,9 +301,9 @@ def play_main(argv: list[str] | None = None) -> int:
 
         import numpy as np
 
-        from atari_speed.learner import DQN, pick_device
+        from atari_speed.learner import pick_device
         from atari_speed.pipeline import make_env
-        from atari_speed.training import load_checkpoint, network_of, play_episodes
+        from atari_speed.training import load_checkpoint, play_episodes, policy_of
         from atari_speed.viewer import Recorder, open_window
 
         check_play_flags(args)
@@ -333,14 +333,7 @@ def play_main(argv: list[str] | None = None) -> int:
                 f"{list(env.observation_space.shape)}"
             )
         device = pick_device(args.device)
-        net = DQN(
-            tuple(data["obs_shape"]),
-            data["actions"],
-            dueling=data["dueling"],
-            network=network_of(data),
-        ).to(device)
-        net.load_state_dict(data["net"])
-        net.eval()
+        net = policy_of(data, device)
 
         screen = env.unwrapped.ale.getScreenRGB
         height, width = screen().shape[:2]

@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from atari_speed.config import Preset
 from atari_speed.errors import ConfigError
-from atari_speed.learner import Learner, net_for, pick_device, select_actions
+from atari_speed.learner import DQN, Learner, net_for, pick_device, select_actions
 from atari_speed.pipeline import make_env, resolve_game, resolve_pipeline
 from atari_speed.replay import FrameReplay
 from atari_speed.timing import Profiler, StageTimer
@@ -85,6 +85,18 @@ def write_text_atomic(path: Path, text: str) -> None:
 def network_of(checkpoint: dict[str, Any]) -> str:
     """The checkpoint's ``dqn.network``; checkpoints from before that field are Nature's."""
     return checkpoint.get("network", "nature")
+
+
+def policy_of(checkpoint: dict[str, Any], device: torch.device) -> torch.nn.Module:
+    """The checkpoint's network with its weights, on ``device``, in eval mode, to play."""
+    net = DQN(
+        tuple(checkpoint["obs_shape"]),
+        checkpoint["actions"],
+        dueling=checkpoint["dueling"],
+        network=network_of(checkpoint),
+    ).to(device)
+    net.load_state_dict(checkpoint["net"])
+    return net.eval()
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:

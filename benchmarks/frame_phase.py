@@ -19,12 +19,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from atari_speed.learner import DQN, select_actions
-from atari_speed.training import load_checkpoint, network_of
+from atari_speed.learner import select_actions
+from atari_speed.training import load_checkpoint, policy_of
 from atari_speed.vector import make_vector_env
 
 
-def play(env: Any, net: DQN, games: int, epsilon: float, shift: int, seed: int) -> list[float]:
+def play(
+    env: Any, net: torch.nn.Module, games: int, epsilon: float, shift: int, seed: int
+) -> list[float]:
     """Whole games on a one-env vector env, each started ``shift`` NOOP frames late."""
     rng = np.random.default_rng(seed)
     actions_n = int(env.single_action_space.n)
@@ -53,11 +55,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     data = load_checkpoint(args.checkpoint)
-    net = DQN(
-        tuple(data["obs_shape"]), data["actions"], dueling=data["dueling"], network=network_of(data)
-    )
-    net.load_state_dict(data["net"])
-    net.eval()
+    net = policy_of(data, torch.device("cpu"))
     pipeline = dict(data["pipeline"])
     pipeline["stages"] = [s for s in pipeline["stages"] if s["wrapper"] != "NoopReset"]
     print(
