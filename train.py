@@ -2,7 +2,7 @@
 
 import sys
 
-from atari_speed.cli import train_main
+from atari_speed.app.cli import train_main
 
 if __name__ == "__main__":
     sys.exit(train_main())

@@ -7,9 +7,9 @@ Public API for notebooks and ablation scripts::
     venv = atari_speed.make_vector_env("fast", "pong", num_envs=4, backend="subprocess")
 """
 
-from atari_speed.errors import ConfigError, WorkerError
-from atari_speed.pipeline import make_env, resolve_game, resolve_pipeline
-from atari_speed.vector import VECTOR_BACKENDS, make_vector_env
+from atari_speed.core.errors import ConfigError, WorkerError
+from atari_speed.envs.pipeline import make_env, resolve_game, resolve_pipeline
+from atari_speed.envs.vector import VECTOR_BACKENDS, make_vector_env
 
 __all__ = [
     "VECTOR_BACKENDS",

@@ -26,8 +26,8 @@ import numpy as np
 from tqdm import tqdm
 
 from atari_speed import make_env, make_vector_env, resolve_game
-from atari_speed.imaging import IMAGE_BACKENDS
-from atari_speed.timing import StageTimer
+from atari_speed.core.timing import StageTimer
+from atari_speed.envs.imaging import IMAGE_BACKENDS
 
 PIPELINES = ("book", "classic", "fast")
 

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from atari_speed.learner import select_actions
-from atari_speed.training import load_checkpoint, policy_of
-from atari_speed.vector import make_vector_env
+from atari_speed.agent.learner import select_actions
+from atari_speed.envs.vector import make_vector_env
+from atari_speed.run.training import load_checkpoint, policy_of
 
 
 def play(

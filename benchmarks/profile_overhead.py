@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from atari_speed.config import load_preset
-from atari_speed.timing import Profiler
-from atari_speed.training import train
+from atari_speed.core.config import load_preset
+from atari_speed.core.timing import Profiler
+from atari_speed.run.training import train
 
 
 def disabled_section_ns(calls: int = 1_000_000) -> float:

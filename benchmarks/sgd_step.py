@@ -15,8 +15,8 @@ import time
 import numpy as np
 import torch
 
-from atari_speed.config import DQNConfig
-from atari_speed.learner import DQN, Learner
+from atari_speed.agent.learner import DQN, Learner
+from atari_speed.core.config import DQNConfig
 
 
 def main() -> None:

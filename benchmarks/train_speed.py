@@ -82,9 +82,9 @@ def learner_ceiling(seconds: float, channels_last: bool) -> float:
     import numpy as np
     import torch
 
-    from atari_speed.config import load_preset
-    from atari_speed.learner import DQN, Learner
-    from atari_speed.replay import FrameReplay
+    from atari_speed.agent.learner import DQN, Learner
+    from atari_speed.agent.replay import FrameReplay
+    from atari_speed.core.config import load_preset
 
     preset = load_preset("pong-baseline")
     rng = np.random.default_rng(0)

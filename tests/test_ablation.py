@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from atari_speed.ablation import markdown, with_deltas
-from atari_speed.config import ConfigError, load_variants
+from atari_speed.app.ablation import markdown, with_deltas
+from atari_speed.core.config import ConfigError, load_variants
 from tests.scripts import run_script
 
 SHIPPED = ["wrapper-ablation", "image-backend-ablation", "mode-ablation", "book-table"]

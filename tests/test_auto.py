@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from atari_speed.auto import Machine, choose, needs_choice
-from atari_speed.config import ConfigError, load_preset
+from atari_speed.app.auto import Machine, choose, needs_choice
+from atari_speed.core.config import ConfigError, load_preset
 from tests.scripts import run_script
 
 # The classic pipeline has no-ops, so the ale backend starts its games as the others do.

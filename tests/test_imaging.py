@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from atari_speed.imaging import IMAGE_BACKENDS, _area_matrix
-from atari_speed.pipeline import make_emulator
+from atari_speed.envs.imaging import IMAGE_BACKENDS, _area_matrix
+from atari_speed.envs.pipeline import make_emulator
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from atari_speed.config import DQNConfig
-from atari_speed.learner import DQN, Learner, epsilon_greedy
+from atari_speed.agent.learner import DQN, Learner, epsilon_greedy
+from atari_speed.core.config import DQNConfig
 
 SHAPE = (1, 36, 36)  # the smallest input the Nature CNN accepts
 GAMMA = 0.9

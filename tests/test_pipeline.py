@@ -141,7 +141,7 @@ def test_unknown_game_lists_close_matches():
 
 
 def test_errors_come_before_any_env_is_created(monkeypatch):
-    import atari_speed.pipeline as pipeline
+    import atari_speed.envs.pipeline as pipeline
 
     def boom(*args, **kwargs):
         raise AssertionError("an emulator was created before the pipeline was checked")

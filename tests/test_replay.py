@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from atari_speed.replay import FrameReplay
+from atari_speed.agent.replay import FrameReplay
 
 
 def stream(num_envs, steps, k, rng, frame=(1, 3, 2), mean_episode=6):

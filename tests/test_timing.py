@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from atari_speed.pipeline import make_env
-from atari_speed.timing import UNTIMED, Profiler, StageTimer, format_profile
+from atari_speed.core.timing import UNTIMED, Profiler, StageTimer, format_profile
+from atari_speed.envs.pipeline import make_env
 
 
 def rows_by_stage(prof: Profiler) -> dict[str, dict]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from atari_speed.training import load_checkpoint
+from atari_speed.run.training import load_checkpoint
 from tests.scripts import run_script, start_script
 
 TINY = [
@@ -61,7 +61,7 @@ def test_nenv_mode_end_to_end(nenv_run):
 
 
 def test_outcome_line_rounds_the_best_reward():
-    from atari_speed.cli import outcome
+    from atari_speed.app.cli import outcome
 
     s = {"frames": 774752, "seconds": 8700.0, "fps": 89.0, "episodes": 331, "solved": False}
     assert outcome({**s, "best_avg_reward": 10.967980155565234}) == (
@@ -230,7 +230,7 @@ def test_bad_presets_fail_at_start_with_one_line(args, message):
     import io
     from contextlib import redirect_stderr
 
-    from atari_speed.cli import train_main
+    from atari_speed.app.cli import train_main
 
     err = io.StringIO()
     with redirect_stderr(err):
@@ -241,8 +241,8 @@ def test_bad_presets_fail_at_start_with_one_line(args, message):
 
 
 def test_bad_preset_file_names_the_file(tmp_path):
-    from atari_speed.config import load_preset
-    from atari_speed.errors import ConfigError
+    from atari_speed.core.config import load_preset
+    from atari_speed.core.errors import ConfigError
 
     path = tmp_path / "mine.toml"
     path.write_text("[run]\nmode = 'turbo'\n")
@@ -275,7 +275,7 @@ def test_help_documents_every_flag_and_field():
 
 
 def test_corrupt_checkpoint_is_refused_in_one_line(tmp_path, nenv_run):
-    from atari_speed.errors import ConfigError
+    from atari_speed.core.errors import ConfigError
 
     good = (nenv_run / "checkpoint.pt").read_bytes()
     truncated = tmp_path / "cut.pt"
@@ -372,8 +372,8 @@ def test_killed_actor_stops_the_run_with_a_checkpoint_and_no_orphans(tmp_path):
 def test_actor_errors_are_reported_naming_the_actor():
     import multiprocessing as mp
 
-    from atari_speed.errors import WorkerError
-    from atari_speed.parallel import _actor_main, _drain
+    from atari_speed.core.errors import WorkerError
+    from atari_speed.run.parallel import _actor_main, _drain
 
     games = mp.get_context("spawn").Queue()
     spec = {
@@ -423,8 +423,8 @@ def test_evaluation_runs_beside_training_and_picks_best_pt(tmp_path):
 
 
 def test_per_actor_fixed_epsilons():
-    from atari_speed.config import Preset
-    from atari_speed.parallel import actor_epsilon
+    from atari_speed.core.config import Preset
+    from atari_speed.run.parallel import actor_epsilon
 
     spread = Preset().replace("run", actors=4).replace("explore", actor_base=0.4)
     eps = [actor_epsilon(spread, i) for i in range(4)]

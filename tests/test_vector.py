@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-import atari_speed.vector as vector
+import atari_speed.envs.vector as vector
 from atari_speed import ConfigError, WorkerError, make_vector_env, resolve_pipeline
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageSequence
 
-from atari_speed.errors import ConfigError
-from atari_speed.viewer import Recorder, Window, check_video_path, gif_delays, pace, scale_up
+from atari_speed.app.viewer import Recorder, Window, check_video_path, gif_delays, pace, scale_up
+from atari_speed.core.errors import ConfigError
 
 
 def test_pace_keeps_a_fixed_grid_whatever_each_step_costs():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from atari_speed import wrappers as w
-from atari_speed.errors import ConfigError
-from atari_speed.pipeline import make_emulator
+from atari_speed.core.errors import ConfigError
+from atari_speed.envs import wrappers as w
+from atari_speed.envs.pipeline import make_emulator
 from tests.fakes import FakeAtari
 
 px = FakeAtari.pixel

@@ -7,7 +7,7 @@
   one env, the reference row of every comparison;
 - ``n-env``: N envs through a vector backend, one batched forward pass picks all N actions,
   transitions go into the frame-deduplicating ``FrameReplay``;
-- ``parallel``: actor processes play while the learner trains (``atari_speed.parallel``).
+- ``parallel``: actor processes play while the learner trains (``atari_speed.run.parallel``).
 
 Accounting is the same in every mode: ``frames`` counts agent steps summed over all envs,
 epsilon follows frames, and one SGD update of ``batch_size`` happens per ``train_every``
@@ -35,13 +35,13 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from atari_speed.config import Preset
-from atari_speed.errors import ConfigError
-from atari_speed.learner import DQN, Learner, net_for, pick_device, select_actions
-from atari_speed.pipeline import make_env, resolve_game, resolve_pipeline
-from atari_speed.replay import FrameReplay
-from atari_speed.timing import Profiler, StageTimer
-from atari_speed.vector import make_vector_env
+from atari_speed.agent.learner import DQN, Learner, net_for, pick_device, select_actions
+from atari_speed.agent.replay import FrameReplay
+from atari_speed.core.config import Preset
+from atari_speed.core.errors import ConfigError
+from atari_speed.core.timing import Profiler, StageTimer
+from atari_speed.envs.pipeline import make_env, resolve_game, resolve_pipeline
+from atari_speed.envs.vector import make_vector_env
 
 CHECKPOINT_FORMAT = "atari-speed-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -708,7 +708,7 @@ def unpack_ptan(batch: list[Any]) -> dict[str, np.ndarray]:
 
 def mode_loop(mode: str) -> Callable[[Run], None]:
     if mode == "parallel":  # imported here: parallel imports this module
-        from atari_speed.parallel import run_parallel
+        from atari_speed.run.parallel import run_parallel
 
         return run_parallel
     return {"baseline": run_baseline, "n-env": run_nenv}[mode]
@@ -721,7 +721,7 @@ def default_run_dir(preset: Preset) -> Path:
 
 def train(preset: Preset, run_dir: Path | None = None, resume: str | None = None) -> dict:
     """Train with ``preset``; return the final summary (also in ``run_dir/summary.json``)."""
-    from atari_speed.auto import resolve
+    from atari_speed.app.auto import resolve
 
     preset, choices = resolve(preset)  # fills in auto mode / envs / backend, if any
     loop = mode_loop(preset.run.mode)

@@ -33,14 +33,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from atari_speed.config import Preset
-from atari_speed.errors import WorkerError
-from atari_speed.learner import net_for, select_actions
-from atari_speed.replay import FrameReplay
-from atari_speed.shared import arrays_over, layout_nbytes
-from atari_speed.timing import Profiler
-from atari_speed.training import epsilon_at, stack_size
-from atari_speed.vector import _attach, make_vector_env, quiet_children
+from atari_speed.agent.learner import net_for, select_actions
+from atari_speed.agent.replay import FrameReplay
+from atari_speed.core.config import Preset
+from atari_speed.core.errors import WorkerError
+from atari_speed.core.shm import arrays_over, layout_nbytes
+from atari_speed.core.timing import Profiler
+from atari_speed.envs.vector import _attach, make_vector_env, quiet_children
+from atari_speed.run.training import epsilon_at, stack_size
 
 STOP, VERSION = 0, 1  # slots of the control array
 WAIT = 0.5  # seconds: the longest any wait blocks before re-checking for shutdown

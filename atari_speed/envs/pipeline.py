@@ -29,11 +29,11 @@ from typing import Any
 
 import gymnasium as gym
 
-from atari_speed import wrappers as w
-from atari_speed.errors import ConfigError
-from atari_speed.imaging import IMAGE_BACKENDS
+from atari_speed.core.errors import ConfigError
+from atari_speed.envs import wrappers as w
+from atari_speed.envs.imaging import IMAGE_BACKENDS
 
-PIPELINE_DIR = Path(__file__).resolve().parent.parent / "wrappers"
+PIPELINE_DIR = Path(__file__).resolve().parents[2] / "wrappers"
 MAX_EPISODE_FRAMES = 108_000  # 30 minutes of play, as ALE's registered ids
 
 

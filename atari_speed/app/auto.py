@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from atari_speed.config import Preset, check_consistency
-from atari_speed.errors import ConfigError
+from atari_speed.core.config import Preset, check_consistency
+from atari_speed.core.errors import ConfigError
 
 AUTO = "auto"
 
@@ -84,7 +84,7 @@ def detect() -> Machine:
 
 
 def _env_rate(preset: Preset, pipeline: dict[str, Any], backend: str, seconds: float) -> float:
-    from atari_speed.vector import make_vector_env
+    from atari_speed.envs.vector import make_vector_env
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # a fallback to sync is a failure here
@@ -104,7 +104,7 @@ def _env_rate(preset: Preset, pipeline: dict[str, Any], backend: str, seconds: f
 def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int) -> float:
     import torch
 
-    from atari_speed.learner import Learner, net_for, pick_device
+    from atari_speed.agent.learner import Learner, net_for, pick_device
 
     device = pick_device(preset.run.device)
     learner = Learner(
@@ -135,9 +135,9 @@ def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int) -> floa
 
 def calibrate(machine: Machine, preset: Preset, seconds: float = 1.0) -> Machine:
     """Measure each env backend on the preset's pipeline and one SGD update (~5 s)."""
-    from atari_speed.learner import pick_device
-    from atari_speed.pipeline import make_env, resolve_pipeline
-    from atari_speed.vector import VECTOR_BACKENDS
+    from atari_speed.agent.learner import pick_device
+    from atari_speed.envs.pipeline import make_env, resolve_pipeline
+    from atari_speed.envs.vector import VECTOR_BACKENDS
 
     if pick_device(preset.run.device).type != "cuda":
         machine.gpu = machine.gpu_memory_gb = None  # this run will not use it (--device cpu)
@@ -157,8 +157,8 @@ def calibrate(machine: Machine, preset: Preset, seconds: float = 1.0) -> Machine
 
 def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
     """Fill in the preset's ``auto`` fields; return it and the choices with reasons."""
-    from atari_speed.pipeline import resolve_pipeline
-    from atari_speed.vector import ale_start_differs
+    from atari_speed.envs.pipeline import resolve_pipeline
+    from atari_speed.envs.vector import ale_start_differs
 
     run, env = preset.run, preset.env
     reasons: list[str] = []

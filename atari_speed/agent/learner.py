@@ -15,8 +15,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from atari_speed.config import NETWORKS, DQNConfig
-from atari_speed.timing import Profiler
+from atari_speed.core.config import NETWORKS, DQNConfig
+from atari_speed.core.timing import Profiler
 
 
 def _torso(name: str, channels: int) -> tuple[list[nn.Module], int]:
@@ -72,7 +72,7 @@ def pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        from atari_speed.errors import ConfigError
+        from atari_speed.core.errors import ConfigError
 
         raise ConfigError("[run] device = 'cuda', but torch sees no CUDA device; use auto or cpu")
     return torch.device(name)

@@ -39,11 +39,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from atari_speed.errors import ConfigError, WorkerError
-from atari_speed.pipeline import make_env, resolve_game, resolve_pipeline
-from atari_speed.shared import Layout, arrays_over, layout_nbytes
-from atari_speed.timing import Profiler, StageTimer
-from atari_speed.wrappers import StackedFrames
+from atari_speed.core.errors import ConfigError, WorkerError
+from atari_speed.core.shm import Layout, arrays_over, layout_nbytes
+from atari_speed.core.timing import Profiler, StageTimer
+from atari_speed.envs.pipeline import make_env, resolve_game, resolve_pipeline
+from atari_speed.envs.wrappers import StackedFrames
 
 PipelineArg = str | Path | Mapping[str, Any]
 

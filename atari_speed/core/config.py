@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from atari_speed.errors import ConfigError
+from atari_speed.core.errors import ConfigError
 
-PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
+PRESET_DIR = Path(__file__).resolve().parents[2] / "presets"
 
 MODES = ("baseline", "n-env", "parallel", "auto")
 DEVICES = ("auto", "cpu", "cuda")

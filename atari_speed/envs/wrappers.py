@@ -11,7 +11,7 @@ Semantics follow Stable-Baselines3's ``atari_wrappers`` and gymnasium's
   the pipeline builder, not a stage) reports the whole game's unclipped reward and length;
 - MaxAndSkip refuses an env that already skips frames (ALE ``v5`` ids).
 
-The pipeline builder (``atari_speed.pipeline``) puts these together from a file.
+The pipeline builder (``atari_speed.envs.pipeline``) puts these together from a file.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from atari_speed.errors import ConfigError
-from atari_speed.imaging import IMAGE_BACKENDS
+from atari_speed.core.errors import ConfigError
+from atari_speed.envs.imaging import IMAGE_BACKENDS
 
 NOOP = 0
 
@@ -162,7 +162,7 @@ class FireReset(gym.Wrapper):
 class WarpFrame(gym.ObservationWrapper):
     """Shrink each frame to ``height x width``, gray (``(H, W)``) or RGB (``(H, W, 3)``).
 
-    ``backend`` names a function in ``atari_speed.imaging.IMAGE_BACKENDS``.
+    ``backend`` names a function in ``atari_speed.envs.imaging.IMAGE_BACKENDS``.
     """
 
     def __init__(

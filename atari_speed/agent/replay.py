@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from atari_speed.shared import Layout, arrays_over, layout_nbytes
+from atari_speed.core.shm import Layout, arrays_over, layout_nbytes
 
 
 class FrameReplay:

@@ -11,8 +11,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from atari_speed.config import DEVICES, MODES, describe_fields, load_preset, load_variants
-from atari_speed.errors import ConfigError, WorkerError
+from atari_speed.core.config import DEVICES, MODES, describe_fields, load_preset, load_variants
+from atari_speed.core.errors import ConfigError, WorkerError
 
 TRAIN_EPILOG = """\
 presets: names in presets/ (pong-baseline, pong-nenv, pong-parallel, pong-fast, breakout)
@@ -91,7 +91,7 @@ def _envs_arg(text: str) -> int | str:
 
 def check_main(preset_name: str, overrides: list[str]) -> int:
     """``train.py --check``: the machine, and what auto would choose for the preset."""
-    from atari_speed.auto import AUTO, calibrate, choose, detect
+    from atari_speed.app.auto import AUTO, calibrate, choose, detect
 
     preset = load_preset(preset_name, overrides)
     machine = detect()
@@ -138,7 +138,7 @@ def train_main(argv: list[str] | None = None) -> int:
         if value is not None:
             overrides.append(f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}")
     try:
-        from atari_speed.training import train
+        from atari_speed.run.training import train
 
         if args.check:
             return check_main(args.preset, overrides)
@@ -172,14 +172,14 @@ def train_main(argv: list[str] | None = None) -> int:
 def _print_profile(summary: dict[str, Any]) -> None:
     """The per-process profile tables, when the run was profiled."""
     if summary.get("profile"):
-        from atari_speed.timing import format_profile
+        from atari_speed.core.timing import format_profile
 
         print(format_profile(summary["profile"]))
 
 
 def outcome(summary: dict[str, Any]) -> str:
     """One line: frames, time, FPS, games, best smoothed reward, solved or not."""
-    from atari_speed.training import fmt_duration
+    from atari_speed.run.training import fmt_duration
 
     verdict = (
         f"solved in {fmt_duration(summary['solved_at_seconds'])} "
@@ -197,7 +197,7 @@ def outcome(summary: dict[str, Any]) -> str:
 
 def _ablation(args: argparse.Namespace, variants: list) -> int:
     """Every variant in turn, then the table (ablation.md/.json/.png in the parent dir)."""
-    from atari_speed.ablation import run_ablation
+    from atari_speed.app.ablation import run_ablation
 
     if args.resume:
         raise ConfigError(
@@ -287,7 +287,7 @@ def check_play_flags(args: argparse.Namespace) -> None:
     if args.max_seconds is not None and args.max_seconds <= 0:
         raise ConfigError(f"--max-seconds must be more than 0, got {args.max_seconds:g}")
     if args.record is not None:
-        from atari_speed.viewer import check_video_path
+        from atari_speed.app.viewer import check_video_path
 
         check_video_path(args.record)
 
@@ -301,10 +301,10 @@ def play_main(argv: list[str] | None = None) -> int:
 
         import numpy as np
 
-        from atari_speed.learner import pick_device
-        from atari_speed.pipeline import make_env
-        from atari_speed.training import load_checkpoint, play_episodes, policy_of
-        from atari_speed.viewer import Recorder, open_window
+        from atari_speed.agent.learner import pick_device
+        from atari_speed.app.viewer import Recorder, open_window
+        from atari_speed.envs.pipeline import make_env
+        from atari_speed.run.training import load_checkpoint, play_episodes, policy_of
 
         check_play_flags(args)
         path = Path(args.path)

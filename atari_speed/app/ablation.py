@@ -15,8 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from atari_speed.config import Preset
-from atari_speed.training import write_text_atomic
+from atari_speed.core.config import Preset
+from atari_speed.run.training import write_text_atomic
 
 COLUMNS = (
     "variant",
@@ -148,7 +148,7 @@ def run_ablation(
 ) -> tuple[str, list[dict[str, Any]]]:
     """Train every variant in turn; return the table and its rows. Ctrl-C stops the
     ablation after saving the table of the variants that ran (the last one partial)."""
-    from atari_speed.training import train
+    from atari_speed.run.training import train
 
     parent = parent or default_parent(preset_name)
     parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from atari_speed.errors import ConfigError
+from atari_speed.core.errors import ConfigError
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 GIF_MAX_FPS = 50.0
