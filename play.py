@@ -2,7 +2,7 @@
 
 import sys
 
-from atari_speed.app.cli import play_main
+from atari_speed.app.play import play_main
 
 if __name__ == "__main__":
     sys.exit(play_main())

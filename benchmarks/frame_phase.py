@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from atari_speed.agent.learner import select_actions
+from atari_speed.agent.policy import select_actions
 from atari_speed.envs.vector import make_vector_env
-from atari_speed.run.training import load_checkpoint, policy_of
+from atari_speed.run.checkpoint import load_checkpoint
 
 
 def play(
@@ -54,23 +54,23 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=0.02, help="as in training")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    data = load_checkpoint(args.checkpoint)
-    net = policy_of(data, torch.device("cpu"))
-    pipeline = dict(data["pipeline"])
+    checkpoint = load_checkpoint(args.checkpoint)
+    net = checkpoint.policy(torch.device("cpu"))
+    pipeline = dict(checkpoint.pipeline)
     pipeline["stages"] = [s for s in pipeline["stages"] if s["wrapper"] != "NoopReset"]
     print(
-        f"{args.checkpoint}: {data['game']}, pipeline {pipeline['name']} without no-ops, "
+        f"{args.checkpoint}: {checkpoint.game}, pipeline {pipeline['name']} without no-ops, "
         f"epsilon {args.epsilon}, {args.games} games each\n"
     )
     print("| start | mean score | games |\n|---|---:|---|")
     with torch.no_grad():
         for shift in range(4):
-            env = make_vector_env(pipeline, data["game"], 1, backend="sync")
+            env = make_vector_env(pipeline, checkpoint.game, 1, backend="sync")
             scores = play(env, net, args.games, args.epsilon, shift, args.seed)
             env.close()
             label = "pipeline's own" if shift == 0 else f"+{shift} frame{'s' * (shift > 1)}"
             print(f"| {label} | {statistics.mean(scores):+.1f} | {scores} |", flush=True)
-        env = make_vector_env(pipeline, data["game"], 1, backend="ale")
+        env = make_vector_env(pipeline, checkpoint.game, 1, backend="ale")
         scores = play(env, net, args.games, args.epsilon, 0, args.seed)
         env.close()
         print(f"| ale backend | {statistics.mean(scores):+.1f} | {scores} |")

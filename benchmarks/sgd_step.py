@@ -15,7 +15,9 @@ import time
 import numpy as np
 import torch
 
-from atari_speed.agent.learner import DQN, Learner
+from atari_speed.agent.learner import Learner
+from atari_speed.agent.networks import DQN
+from atari_speed.agent.replay import Batch
 from atari_speed.core.config import DQNConfig
 
 
@@ -27,13 +29,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="updates per timing window")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    batch = {
-        "states": rng.integers(0, 255, (32, 4, 84, 84), dtype=np.uint8),
-        "next_states": rng.integers(0, 255, (32, 4, 84, 84), dtype=np.uint8),
-        "actions": rng.integers(0, 6, 32),
-        "returns": rng.random(32).astype(np.float32),
-        "dones": rng.random(32) < 0.1,
-    }
+    batch = Batch(
+        states=rng.integers(0, 255, (32, 4, 84, 84), dtype=np.uint8),
+        next_states=rng.integers(0, 255, (32, 4, 84, 84), dtype=np.uint8),
+        actions=rng.integers(0, 6, 32),
+        returns=rng.random(32).astype(np.float32),
+        discounts=np.where(rng.random(32) < 0.1, 0.0, 0.99).astype(np.float32),
+    )
     cores = torch.get_num_threads()
     rows = {}
     for threads in sorted({1, cores}):

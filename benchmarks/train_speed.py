@@ -82,7 +82,8 @@ def learner_ceiling(seconds: float, channels_last: bool) -> float:
     import numpy as np
     import torch
 
-    from atari_speed.agent.learner import DQN, Learner
+    from atari_speed.agent.learner import Learner
+    from atari_speed.agent.networks import DQN
     from atari_speed.agent.replay import FrameReplay
     from atari_speed.core.config import load_preset
 

@@ -1,0 +1,1 @@
+"""The agent: network, policy, replay, learner, schedules, and the one actor."""

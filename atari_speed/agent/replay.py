@@ -13,17 +13,51 @@ the same memory. Writing is two-phase, ``put_obs`` then ``commit``: a row become
 ``sample`` only after it is complete, which is what makes the shared-memory version safe
 to read while actors write.
 
-Episode ends (terminated or truncated) stop the n-step return and bootstrapping alike;
-truncation only happens at ALE's 108k-frame limit.
+Episode ends stop the n-step return. A terminated episode is not bootstrapped; a truncated
+one (ALE's 108k-frame limit, or play.py's cap) bootstraps from its final observation, as
+gymnasium's API intends: ``commit`` then writes that observation's newest frame into an
+extra *tail* row, which continues the episode's stack but is never itself a transition.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from atari_speed.core.shm import Layout, arrays_over, layout_nbytes
+
+MAX_REDRAWS = 100  # tail rows are ~1 in 27k: redrawing them never takes more than a few
+
+
+@dataclass
+class Batch:
+    """Sampled n-step transitions, as the learner takes them.
+
+    The TD target of transition i is ``returns[i] + discounts[i] * max_a Q(next_states[i])``:
+    ``discounts`` is gamma to the number of steps summed, or 0 where the episode terminated
+    within them. ``env`` and ``step`` say where each came from (replay column and absolute
+    row), where known.
+    """
+
+    states: np.ndarray  # (B, k*C, H, W) uint8
+    next_states: np.ndarray  # (B, k*C, H, W) uint8
+    actions: np.ndarray  # (B,) int64
+    returns: np.ndarray  # (B,) float32: discounted sum of the n rewards (fewer at an end)
+    discounts: np.ndarray  # (B,) float32: bootstrap factor of next_states
+    env: np.ndarray | None = None
+    step: np.ndarray | None = None
+
+    @classmethod
+    def empty(cls, size: int, state_shape: tuple[int, ...]) -> Batch:
+        return cls(
+            states=np.empty((size, *state_shape), np.uint8),
+            next_states=np.empty((size, *state_shape), np.uint8),
+            actions=np.empty(size, np.int64),
+            returns=np.empty(size, np.float32),
+            discounts=np.empty(size, np.float32),
+        )
 
 
 class FrameReplay:
@@ -52,7 +86,9 @@ class FrameReplay:
         self.frames = arrays["frames"]
         self.actions = arrays["actions"]
         self.rewards = arrays["rewards"]
-        self.ends = arrays["ends"]
+        self.ends = arrays["ends"]  # the episode ended after a_t (terminated or truncated)
+        self.terminal = arrays["terminal"]  # ... and is not bootstrapped
+        self.tail = arrays["tail"]  # a truncated episode's final frame: not a transition
         self.first = arrays["first"]
         # written[e]: rows committed in column e. pending_first[e]: o_t starts an episode.
         self.written = arrays["written"]
@@ -71,6 +107,8 @@ class FrameReplay:
             ("actions", grid, "int64"),
             ("rewards", grid, "float32"),
             ("ends", grid, "bool"),
+            ("terminal", grid, "bool"),
+            ("tail", grid, "bool"),
             ("first", grid, "bool"),
             ("written", (num_envs,), "int64"),
             ("pending_first", (num_envs,), "bool"),
@@ -99,19 +137,37 @@ class FrameReplay:
         self,
         actions: np.ndarray,
         rewards: np.ndarray,
-        ends: np.ndarray,
+        terminated: np.ndarray,
+        *,
+        truncated: np.ndarray | None = None,
+        final_obs: np.ndarray | None = None,
         cols: slice = slice(None),
     ) -> None:
-        """Complete row t of ``cols`` with a_t, r_t and the episode-end flag, making it
-        visible to ``sample``."""
+        """Complete row t of ``cols`` with a_t, r_t and how the episode ended, making it
+        visible to ``sample``. Where ``truncated``, ``final_obs`` (the vector env's
+        ``infos["final_obs"]``, all columns of ``cols``) gives the state to bootstrap from;
+        without it a truncation is treated as a termination."""
         rows = self.written[cols] % self.rows
         columns = np.arange(self.num_envs)[cols]
+        if truncated is None:
+            truncated = np.zeros_like(terminated)
+        ends = terminated | truncated
+        tails = truncated & ~terminated if final_obs is not None else np.zeros_like(ends)
         self.actions[rows, columns] = actions
         self.rewards[rows, columns] = rewards
         self.ends[rows, columns] = ends
+        self.terminal[rows, columns] = ends & ~tails
+        self.tail[rows, columns] = False
         self.first[rows, columns] = self.pending_first[cols]
+        if tails.any():
+            c = self.frame_shape[0]
+            at, where = (rows[tails] + 1) % self.rows, columns[tails]
+            self.frames[at, where] = np.asarray(final_obs)[tails][:, -c:]
+            self.actions[at, where], self.rewards[at, where] = 0, 0.0
+            self.ends[at, where] = self.terminal[at, where] = self.tail[at, where] = True
+            self.first[at, where] = False  # it continues the truncated episode's stack
         self.pending_first[cols] = ends
-        self.written[cols] += 1  # last: the row is complete before anyone can sample it
+        self.written[cols] += 1 + tails  # last: rows are complete before anyone samples them
 
     # ------------------------------------------------------------ sampling
 
@@ -126,35 +182,15 @@ class FrameReplay:
         high = written - 1 - self.n_steps
         return low, high
 
-    def sample(
-        self, batch_size: int, rng: np.random.Generator, out: dict[str, np.ndarray] | None = None
-    ) -> dict[str, np.ndarray]:
-        """Draw ``batch_size`` n-step transitions uniformly.
+    def sample(self, batch_size: int, rng: np.random.Generator, out: Batch | None = None) -> Batch:
+        """Draw ``batch_size`` n-step transitions uniformly (into ``out``, if given).
 
-        Returns (or fills ``out`` with) ``states``, ``actions``, ``returns`` (discounted
-        n-step sum), ``dones`` (episode ended within the n steps: no bootstrap),
-        ``next_states`` (the state n steps later), and ``env`` and ``step`` (the column
-        and absolute row of each draw). Bootstrap with ``gamma ** n_steps``.
+        Each return sums up to n rewards, fewer where the episode ended; the next state is
+        the state after the last of them: n rows on, or a truncated episode's tail row.
         """
-        low, high = self.sampleable()
-        counts = np.maximum(high - low + 1, 0)
-        total = int(counts.sum())
-        if total <= 0:
-            raise ValueError("the replay buffer holds no complete transition yet")
-        draw = rng.integers(0, total, batch_size)
-        cum = np.cumsum(counts)
-        col = np.searchsorted(cum, draw, side="right")
-        j = low[col] + draw - (cum[col] - counts[col])
-
+        col, j = self._draw(batch_size, rng)
         if out is None:
-            shape = (batch_size, self.k * self.frame_shape[0], *self.frame_shape[1:])
-            out = {
-                "states": np.empty(shape, np.uint8),
-                "next_states": np.empty(shape, np.uint8),
-                "actions": np.empty(batch_size, np.int64),
-                "returns": np.empty(batch_size, np.float32),
-                "dones": np.empty(batch_size, np.bool_),
-            }
+            out = Batch.empty(batch_size, (self.k * self.frame_shape[0], *self.frame_shape[1:]))
         n = self.n_steps
         ahead = (j[:, None] + np.arange(n)) % self.rows  # rows j..j+n-1
         ends = self.ends[ahead, col[:, None]]
@@ -164,13 +200,36 @@ class FrameReplay:
             axis=1,
         )
         rewards = self.rewards[ahead, col[:, None]]
-        out["returns"][:] = (rewards * alive * self.discounts).sum(axis=1)
-        out["dones"][:] = ends.any(axis=1)
-        out["actions"][:] = self.actions[j % self.rows, col]
-        out["env"], out["step"] = col, j  # where each transition came from
-        self._stack(j, col, out["states"])
-        self._stack(j + n, col, out["next_states"])
+        out.returns[:] = (rewards * alive * self.discounts).sum(axis=1)
+        ended = ends.any(axis=1)
+        steps = np.where(ended, ends.argmax(axis=1) + 1, n)  # rewards summed
+        terminal = ended & self.terminal[(j + steps - 1) % self.rows, col]
+        out.discounts[:] = np.where(terminal, 0.0, self.gamma**steps)
+        out.actions[:] = self.actions[j % self.rows, col]
+        out.env, out.step = col, j
+        self._stack(j, col, out.states)
+        self._stack(j + steps, col, out.next_states)
         return out
+
+    def _draw(self, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Columns and absolute rows of ``batch_size`` uniform draws of a transition start."""
+        low, high = self.sampleable()
+        counts = np.maximum(high - low + 1, 0)
+        total = int(counts.sum())
+        if total <= 0:
+            raise ValueError("the replay buffer holds no complete transition yet")
+        cum = np.cumsum(counts)
+        col = np.empty(batch_size, np.int64)
+        j = np.empty(batch_size, np.int64)
+        todo = np.arange(batch_size)
+        for _ in range(MAX_REDRAWS):
+            draw = rng.integers(0, total, len(todo))
+            c = np.searchsorted(cum, draw, side="right")
+            col[todo], j[todo] = c, low[c] + draw - (cum[c] - counts[c])
+            todo = todo[self.tail[j[todo] % self.rows, col[todo]]]  # tails are no transition
+            if not len(todo):
+                return col, j
+        raise ValueError("the replay buffer holds no complete transition yet")
 
     def _stack(self, j: np.ndarray, col: np.ndarray, out: np.ndarray) -> None:
         """Rebuild the states ending at absolute rows ``j`` into ``out``, oldest first."""

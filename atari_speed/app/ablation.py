@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from atari_speed.core.config import Preset
-from atari_speed.run.training import write_text_atomic
+from atari_speed.run.checkpoint import write_text_atomic
 
 COLUMNS = (
     "variant",
@@ -147,7 +147,9 @@ def run_ablation(
     preset_name: str, variants: list[tuple[str, Preset]], parent: Path | None = None
 ) -> tuple[str, list[dict[str, Any]]]:
     """Train every variant in turn; return the table and its rows. Ctrl-C stops the
-    ablation after saving the table of the variants that ran (the last one partial)."""
+    ablation after saving the table of the variants that ran (the last one partial).
+    Each variant's auto fields are chosen just before it trains."""
+    from atari_speed.app.auto import resolve
     from atari_speed.run.training import train
 
     parent = parent or default_parent(preset_name)
@@ -158,7 +160,8 @@ def run_ablation(
         run_dir = parent / f"{i:02d}-{slug(name)}"
         print(f"[{i}/{len(variants)}] {name} -> {run_dir}", flush=True)
         try:
-            summary = train(preset, run_dir)
+            chosen, choices = resolve(preset)
+            summary = train(chosen, run_dir, choices=choices)
         except KeyboardInterrupt as interrupt:
             if interrupt.args:
                 rows.append(row(name, run_dir, interrupt.args[0]))

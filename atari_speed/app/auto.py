@@ -7,10 +7,11 @@ configuration and says why, line by line; ``train.py`` records that in summary.j
 ``train.py --check`` prints it without training.
 
 The rules follow the measurements in docs/train_speed.md and docs/env_speed.md:
-- one SGD update costs far more than the env steps of one frame on a CPU (31 ms against
-  ~0.5 ms on the 2-core machine), so there the learner needs every core and actor
-  processes only compete with it; parallel mode pays only when spare cores can step the
-  envs while the learner trains, and the env share of a frame is large enough to matter;
+- one SGD update costs far more than the env steps of one frame on a CPU (on the 2-core
+  machine of docs/train_speed.md, ~30 ms against ~0.5 ms), so there the learner needs
+  every core and actor processes only compete with it; parallel mode pays only when
+  spare cores can step the envs while the learner trains, and the env share of a frame is
+  large enough to matter;
 - batched inference costs about the same for 1 or 8 observations on a CPU, so 8 envs cost
   no more per step than one; on a GPU a larger batch of envs is nearly free;
 - ale-py's native vector env steps fastest where the pipeline maps onto it.
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from atari_speed.agent.replay import Batch
 from atari_speed.core.config import Preset, check_consistency
 from atari_speed.core.errors import ConfigError
 
@@ -101,28 +103,37 @@ def _env_rate(preset: Preset, pipeline: dict[str, Any], backend: str, seconds: f
         venv.close()
 
 
+def fake_batch(
+    batch_size: int, obs_shape: tuple[int, ...], actions: int, discount: float = 0.99
+) -> Batch:
+    """Random transitions of the right shapes, one in ten terminal (``discount`` is gamma
+    to the n-step count): what one SGD update costs does not depend on the values."""
+    rng = np.random.default_rng(0)
+    return Batch(
+        states=rng.integers(0, 255, (batch_size, *obs_shape), dtype=np.uint8),
+        next_states=rng.integers(0, 255, (batch_size, *obs_shape), dtype=np.uint8),
+        actions=rng.integers(0, actions, batch_size),
+        returns=rng.random(batch_size).astype(np.float32),
+        discounts=np.where(rng.random(batch_size) < 0.1, 0.0, discount).astype(np.float32),
+    )
+
+
 def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int) -> float:
     import torch
 
-    from atari_speed.agent.learner import Learner, net_for, pick_device
+    from atari_speed.agent.learner import Learner
+    from atari_speed.agent.networks import build_network, pick_device
 
     device = pick_device(preset.run.device)
     learner = Learner(
-        net_for(preset.dqn, obs_shape, actions),
+        build_network(preset.dqn, obs_shape, actions),
         preset.dqn,
         device,
         channels_last=preset.run.channels_last,
         amp=preset.run.amp,
     )
-    rng = np.random.default_rng(0)
-    b = preset.dqn.batch_size
-    batch = {
-        "states": rng.integers(0, 255, (b, *obs_shape), dtype=np.uint8),
-        "next_states": rng.integers(0, 255, (b, *obs_shape), dtype=np.uint8),
-        "actions": rng.integers(0, actions, b),
-        "returns": rng.random(b).astype(np.float32),
-        "dones": rng.random(b) < 0.1,
-    }
+    dqn = preset.dqn
+    batch = fake_batch(dqn.batch_size, obs_shape, actions, dqn.gamma**dqn.n_steps)
     times = []
     for _ in range(6):
         start = time.perf_counter()
@@ -135,7 +146,7 @@ def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int) -> floa
 
 def calibrate(machine: Machine, preset: Preset, seconds: float = 1.0) -> Machine:
     """Measure each env backend on the preset's pipeline and one SGD update (~5 s)."""
-    from atari_speed.agent.learner import pick_device
+    from atari_speed.agent.networks import pick_device
     from atari_speed.envs.pipeline import make_env, resolve_pipeline
     from atari_speed.envs.vector import VECTOR_BACKENDS
 
@@ -155,77 +166,106 @@ def calibrate(machine: Machine, preset: Preset, seconds: float = 1.0) -> Machine
     return machine
 
 
-def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
-    """Fill in the preset's ``auto`` fields; return it and the choices with reasons."""
+def usable_backends(preset: Preset, machine: Machine) -> tuple[dict[str, float], str | None]:
+    """The backends that work here and may run this preset, with their steps/s, and why
+    the ale backend is set aside, if it is. Raises ConfigError if none is left."""
     from atari_speed.envs.pipeline import resolve_pipeline
     from atari_speed.envs.vector import ale_start_differs
 
-    run, env = preset.run, preset.env
-    reasons: list[str] = []
-    backend = env.backend
-    if backend == AUTO:
-        working = dict(machine.env_steps)
-        if run.mode == "parallel":  # actors are processes already: no worker processes
-            working.pop("subprocess", None)
-        unusable = dict(machine.env_errors)
-        set_aside = None
-        if "ale" in working:
-            set_aside = ale_start_differs(resolve_pipeline(env.pipeline, env.image_backend or None))
-            if set_aside:
-                unusable["ale"] = set_aside
-                del working["ale"]
-        if not working:
-            raise ConfigError(
-                "env.backend = 'auto': no env backend works here: "
-                + "; ".join(f"{k}: {v}" for k, v in unusable.items())
-            )
-        backend = max(working, key=working.get)
-        reasons.append(
-            f"env backend {backend}: fastest of those that work here ("
-            + ", ".join(f"{k} {v:,.0f}" for k, v in working.items())
-            + " steps/s with 8 envs)"
-        )
+    env = preset.env
+    working = dict(machine.env_steps)
+    if preset.run.mode == "parallel":  # actors are processes already: no worker processes
+        working.pop("subprocess", None)
+    unusable = dict(machine.env_errors)
+    set_aside = None
+    if "ale" in working:
+        set_aside = ale_start_differs(resolve_pipeline(env.pipeline, env.image_backend or None))
         if set_aside:
-            reasons.append(f"env backend ale: not chosen: {set_aside}")
-    mode = run.mode
-    env_ms = 1e3 / machine.env_steps.get(backend, 1e3)  # per frame, on the chosen backend
-    learn_ms = (machine.update_ms or 0.0) / preset.dqn.train_every  # per frame
+            unusable["ale"] = set_aside
+            del working["ale"]
+    if not working:
+        raise ConfigError(
+            "env.backend = 'auto': no env backend works here: "
+            + "; ".join(f"{k}: {v}" for k, v in unusable.items())
+        )
+    return working, set_aside
+
+
+def choose_backend(preset: Preset, machine: Machine) -> tuple[str, list[str]]:
+    """env.backend: as set, or the fastest of those that work here."""
+    if preset.env.backend != AUTO:
+        return preset.env.backend, []
+    working, set_aside = usable_backends(preset, machine)
+    backend = max(working, key=working.get)
+    reasons = [
+        f"env backend {backend}: fastest of those that work here ("
+        + ", ".join(f"{k} {v:,.0f}" for k, v in working.items())
+        + " steps/s with 8 envs)"
+    ]
+    if set_aside:
+        reasons.append(f"env backend ale: not chosen: {set_aside}")
+    return backend, reasons
+
+
+def frame_split(preset: Preset, machine: Machine, backend: str) -> tuple[float, float]:
+    """Milliseconds per frame of env stepping (on ``backend``) and of learning, as
+    calibrated here."""
+    env_ms = 1e3 / machine.env_steps.get(backend, 1e3)
+    learn_ms = (machine.update_ms or 0.0) / preset.dqn.train_every
+    return env_ms, learn_ms
+
+
+def choose_mode(preset: Preset, machine: Machine, backend: str) -> tuple[str, list[str]]:
+    """run.mode: as set; else parallel where spare cores can step the envs while the
+    learner trains and the envs are a large enough share of a frame; else n-env."""
+    if preset.run.mode != AUTO:
+        return preset.run.mode, []
+    env_ms, learn_ms = frame_split(preset, machine, backend)
     env_share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
     spare = machine.cores >= 4
-    if mode == AUTO:
-        if machine.gpu is None and spare and env_share >= 0.2 and backend != "subprocess":
-            mode = "parallel"
-            reasons.append(
-                f"mode parallel: envs take {env_share:.0%} of a frame ({env_ms:.2f} ms env vs "
-                f"{learn_ms:.2f} ms learning) and {machine.cores} cores can overlap them"
-            )
-        else:
-            mode = "n-env"
-            why = (
-                "the GPU learns fast, so stepping many envs with one batched forward pass "
-                "is what keeps it fed"
-                if machine.gpu
-                else f"learning takes {1 - env_share:.0%} of a frame ({learn_ms:.2f} ms vs "
-                f"{env_ms:.2f} ms env) on {machine.cores} cores: actor processes would only "
-                "take cores from the SGD step"
-            )
-            reasons.append(f"mode n-env: {why}")
-    envs = run.envs
-    if envs == 0:
-        envs = 16 if machine.gpu else 8
-        reasons.append(
-            f"{envs} envs: "
-            + (
-                "a GPU forward pass costs about the same for 1 or 16 observations"
-                if machine.gpu
-                else "on a CPU one forward pass of 8 observations costs about the same as "
-                "of 1 (1.9 ms, docs/train_speed.md), and more envs decorrelate the replay"
-            )
-        )
-    threads = run.learner_threads
-    if mode == "parallel" and threads == 0:
-        threads = max(machine.cores - 1, 1)
-        reasons.append(f"learner threads {threads}: one core left for the actor's envs")
+    if machine.gpu is None and spare and env_share >= 0.2 and backend != "subprocess":
+        return "parallel", [
+            f"mode parallel: envs take {env_share:.0%} of a frame ({env_ms:.2f} ms env vs "
+            f"{learn_ms:.2f} ms learning) and {machine.cores} cores can overlap them"
+        ]
+    why = (
+        "the GPU learns fast, so stepping many envs with one batched forward pass "
+        "is what keeps it fed"
+        if machine.gpu
+        else f"learning takes {1 - env_share:.0%} of a frame ({learn_ms:.2f} ms vs "
+        f"{env_ms:.2f} ms env) on {machine.cores} cores: actor processes would only "
+        "take cores from the SGD step"
+    )
+    return "n-env", [f"mode n-env: {why}"]
+
+
+def choose_envs(preset: Preset, machine: Machine) -> tuple[int, list[str]]:
+    """run.envs: as set; else 16 with a GPU, 8 on a CPU."""
+    if preset.run.envs != 0:
+        return preset.run.envs, []
+    if machine.gpu:
+        return 16, ["16 envs: a GPU forward pass costs about the same for 1 or 16 observations"]
+    return 8, [
+        "8 envs: on a CPU one forward pass of 8 observations costs about the same as "
+        "of 1, and more envs decorrelate the replay"
+    ]
+
+
+def choose_threads(preset: Preset, machine: Machine, mode: str) -> tuple[int, list[str]]:
+    """run.learner_threads: in parallel mode, unless set, all cores but the actor's."""
+    threads = preset.run.learner_threads
+    if mode != "parallel" or threads != 0:
+        return threads, []
+    threads = max(machine.cores - 1, 1)
+    return threads, [f"learner threads {threads}: one core left for the actor's envs"]
+
+
+def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
+    """Fill in the preset's ``auto`` fields; return it and the choices with reasons."""
+    backend, why_backend = choose_backend(preset, machine)
+    mode, why_mode = choose_mode(preset, machine, backend)
+    envs, why_envs = choose_envs(preset, machine)
+    threads, why_threads = choose_threads(preset, machine, mode)
     chosen = preset.replace("run", mode=mode, envs=envs, learner_threads=threads)
     chosen = chosen.replace("env", backend=backend)
     check_consistency("auto configuration", chosen)
@@ -234,7 +274,7 @@ def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
         "envs": envs,
         "backend": backend,
         "learner_threads": threads,
-        "why": reasons,
+        "why": why_backend + why_mode + why_envs + why_threads,
         "machine": {
             "cores": machine.cores,
             "gpu": machine.gpu,

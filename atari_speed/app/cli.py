@@ -1,17 +1,21 @@
-"""Command-line entry points: ``train.py`` and ``play.py``."""
+"""``train.py``'s command line (``play.py``'s is in ``atari_speed.app.play``)."""
 
 from __future__ import annotations
 
 import argparse
-import signal
+import math
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from atari_speed.core.config import DEVICES, MODES, describe_fields, load_preset, load_variants
+from atari_speed.core.config import (
+    DEVICES,
+    MODES,
+    Preset,
+    describe_fields,
+    load_preset,
+    load_variants,
+)
 from atari_speed.core.errors import ConfigError, WorkerError
 
 TRAIN_EPILOG = """\
@@ -138,15 +142,12 @@ def train_main(argv: list[str] | None = None) -> int:
         if value is not None:
             overrides.append(f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}")
     try:
-        from atari_speed.run.training import train
-
         if args.check:
             return check_main(args.preset, overrides)
         variants = load_variants(args.preset, overrides)
         if variants:
             return _ablation(args, variants)
-        preset = load_preset(args.preset, overrides)
-        summary = train(preset, args.run_dir, args.resume)
+        summary = _train(load_preset(args.preset, overrides), args)
     except ConfigError as err:
         print(f"train.py: error: {err}", file=sys.stderr)
         return 2
@@ -169,6 +170,15 @@ def train_main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _train(preset: Preset, args: argparse.Namespace) -> dict[str, Any]:
+    """Fill in the preset's auto fields (calibrating, if it has any), then train."""
+    from atari_speed.app.auto import resolve
+    from atari_speed.run.training import train
+
+    preset, choices = resolve(preset)
+    return train(preset, args.run_dir, args.resume, choices=choices)
+
+
 def _print_profile(summary: dict[str, Any]) -> None:
     """The per-process profile tables, when the run was profiled."""
     if summary.get("profile"):
@@ -179,8 +189,6 @@ def _print_profile(summary: dict[str, Any]) -> None:
 
 def outcome(summary: dict[str, Any]) -> str:
     """One line: frames, time, FPS, games, best smoothed reward, solved or not."""
-    from atari_speed.run.training import fmt_duration
-
     verdict = (
         f"solved in {fmt_duration(summary['solved_at_seconds'])} "
         f"({summary['solved_at_frames']:,} frames)"
@@ -193,6 +201,15 @@ def outcome(summary: dict[str, Any]) -> str:
         f"({summary['fps']:.0f} FPS), {summary['episodes']} games, best smoothed reward "
         f"{'none (no game finished)' if best is None else f'{best:+.1f}'}: {verdict}"
     )
+
+
+def fmt_duration(seconds: float) -> str:
+    """``12m05s``, or ``1h02m05s`` from an hour on; ``?`` if not finite."""
+    if not math.isfinite(seconds):
+        return "?"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
 def _ablation(args: argparse.Namespace, variants: list) -> int:
@@ -217,219 +234,3 @@ def _ablation(args: argparse.Namespace, variants: list) -> int:
         "ablation.json, ablation.png; tensorboard --logdir that directory overlays the runs"
     )
     return 0
-
-
-PLAY_EPILOG = """\
-With a display, the game is shown in a window (close it, or press q or Esc, to stop);
-without one, or with --no-window, it plays headless and still prints the scores.
-
---record FILE writes the emulator's raw RGB screen (160x210, unscaled) to FILE, .mp4 or
-.gif, with or without a window: one frame at the start and one after every agent step
-(4 emulator frames in the usual pipelines), at --fps frames a second (30 if --fps is 0;
-a GIF at most 50). A GIF is held in memory until the end: use .mp4 for long games.
-
-Ctrl-C, or closing the window, stops play: the video is finished, the games already over
-are scored and the one in progress is not. Ctrl-C exits 130.
-"""
-
-
-def play_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="play.py",
-        description="Watch, record and score a trained agent: rebuilds the checkpoint's game\n"
-        "and pipeline, plays whole games and prints each game's score (unclipped, across\n"
-        "lives) and length.",
-        epilog=PLAY_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "path", help="a checkpoint (.pt) or a run directory (then best.pt, else checkpoint.pt)"
-    )
-    parser.add_argument("--episodes", type=int, default=1, help="games to play (default: 1)")
-    parser.add_argument(
-        "--epsilon", type=float, default=0.0, help="chance of a random action (default: 0, greedy)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="env and exploration seed")
-    parser.add_argument("--device", choices=DEVICES, default="auto")
-    parser.add_argument(
-        "--record", metavar="FILE", type=Path, help="write the game to a video (.mp4 or .gif)"
-    )
-    parser.add_argument(
-        "--fps",
-        type=float,
-        default=30.0,
-        help="agent steps shown a second, and the video's frame rate "
-        "(default: 30; 0 = as fast as possible)",
-    )
-    parser.add_argument(
-        "--scale", type=int, default=3, help="window size, times the 160x210 screen (default: 3)"
-    )
-    parser.add_argument("--no-window", action="store_true", help="never open a window")
-    parser.add_argument(
-        "--max-seconds",
-        type=float,
-        metavar="S",
-        help="end each game after S seconds of game time (60 emulator frames a second), as "
-        "a truncated game: a quick preview or a short clip (default: the emulator's 30 minutes)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print only one JSON object on one line, for scripts"
-    )
-    return parser
-
-
-def check_play_flags(args: argparse.Namespace) -> None:
-    """Refuse a bad --fps, --scale, --max-seconds or --record before the checkpoint loads."""
-    if args.fps < 0:
-        raise ConfigError(f"--fps must be 0 (as fast as possible) or more, got {args.fps:g}")
-    if args.scale < 1:
-        raise ConfigError(f"--scale must be at least 1, got {args.scale}")
-    if args.max_seconds is not None and args.max_seconds <= 0:
-        raise ConfigError(f"--max-seconds must be more than 0, got {args.max_seconds:g}")
-    if args.record is not None:
-        from atari_speed.app.viewer import check_video_path
-
-        check_video_path(args.record)
-
-
-def play_main(argv: list[str] | None = None) -> int:
-    args = play_parser().parse_args(argv)
-    stop = threading.Event()
-    try:
-        import json
-        import statistics
-
-        import numpy as np
-
-        from atari_speed.agent.learner import pick_device
-        from atari_speed.app.viewer import Recorder, open_window
-        from atari_speed.envs.pipeline import make_env
-        from atari_speed.run.training import load_checkpoint, play_episodes, policy_of
-
-        check_play_flags(args)
-        path = Path(args.path)
-        if path.is_dir():
-            path = next(
-                (p for p in (path / "best.pt", path / "checkpoint.pt") if p.exists()),
-                path / "checkpoint.pt",
-            )
-        data = load_checkpoint(path)
-        env = make_env(data["pipeline"], data["game"])
-        cap = None if args.max_seconds is None else round(args.max_seconds * 60)
-        if cap is not None:
-            # The emulator itself then ends the game, as truncated, so every stage (episodic
-            # life, the game recorder) sees an ordinary game end. ALE reads this setting when
-            # the ROM loads, which the first, seeded reset does.
-            env.unwrapped.ale.setInt("max_num_frames_per_episode", cap)
-        env.reset(seed=args.seed)
-        env.action_space.seed(args.seed)
-        if env.action_space.n != data["actions"] or list(env.observation_space.shape) != list(
-            data["obs_shape"]
-        ):
-            raise ConfigError(
-                f"{path}: checkpoint is for {data['actions']} actions and "
-                f"observations {data['obs_shape']}; the rebuilt "
-                f"{data['game']} env has {env.action_space.n} and "
-                f"{list(env.observation_space.shape)}"
-            )
-        device = pick_device(args.device)
-        net = policy_of(data, device)
-
-        screen = env.unwrapped.ale.getScreenRGB
-        height, width = screen().shape[:2]
-        with ExitStack() as stack:
-            recorder = (
-                stack.enter_context(Recorder(args.record, args.fps or 30.0, (width, height)))
-                if args.record is not None
-                else None
-            )
-            window, why_not = (
-                (None, None)
-                if args.no_window
-                else open_window(f"play.py: {path}", args.scale, args.fps)
-            )
-            if window is not None:
-                stack.callback(window.close)
-            if why_not is not None:
-                then = (
-                    f"recording to {args.record}"
-                    if args.record
-                    else "use --record FILE to save a video"
-                )
-                print(f"play.py: {why_not}: playing without a window; {then}", file=sys.stderr)
-
-            def on_step() -> bool:
-                frame = screen()
-                if recorder is not None:
-                    recorder.write(frame)
-                return window is None or window.show(frame)
-
-            with ctrl_c_sets(stop):
-                games = play_episodes(
-                    env,
-                    net,
-                    device,
-                    args.episodes,
-                    args.epsilon,
-                    np.random.default_rng(args.seed),
-                    stop=stop,
-                    on_step=on_step,
-                )
-    except ConfigError as err:
-        print(f"play.py: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        return 130
-    video = recorder.saved if recorder is not None else None
-    scores = [g["r"] for g in games]
-    mean = statistics.fmean(scores) if scores else None
-    std = statistics.pstdev(scores) if scores else None
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "checkpoint": str(path),
-                    "game": data["game"],
-                    "frames_trained": data["frames"],
-                    "episodes": games,
-                    "mean": mean,
-                    "std": std,
-                    "video": None if video is None else str(video),
-                }
-            )
-        )
-    else:
-        print(f"{path}: {data['game']}, trained {data['frames']:,} frames")
-        for i, g in enumerate(games, 1):
-            cut = cap is not None and g["frames"] >= cap
-            note = f" (cut short at {args.max_seconds:g} s)" if cut else ""
-            print(f"game {i}: score {g['r']:g}, {g['l']} steps{note}")
-        if scores:
-            print(f"mean {mean:.2f} +- {std:.2f} over {len(games)} games")
-        if video is not None:
-            print(f"video: {video}, {recorder.frames} frames of {width}x{height}")
-    if len(games) < args.episodes:
-        why = "interrupted" if stop.is_set() else "window closed"
-        print(
-            f"play.py: {why} after {len(games)} of {args.episodes} games; "
-            "the game in progress is not scored",
-            file=sys.stderr,
-        )
-    return 130 if stop.is_set() else 0
-
-
-@contextmanager
-def ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
-    """The first Ctrl-C sets ``stop``, so play ends between two steps with the video
-    finished and the games so far scored; a second one interrupts at once."""
-
-    def handler(signum: int, frame: Any) -> None:
-        stop.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

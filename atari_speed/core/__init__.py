@@ -1,0 +1,1 @@
+"""Below everything: errors, typed config, timing, shared-memory layouts."""

@@ -72,8 +72,9 @@ class RunConfig:
     stop_reward: float = doc("solved when the smoothed game score reaches this", 18.0)
     checkpoint_every: int = doc("frames between checkpoint.pt writes", 100_000, low=1)
     channels_last: bool = doc(
-        "keep conv weights channels-last: same math, 29.6 vs 31.3 ms per update "
-        "on the 2-core CPU (benchmarks/sgd_step.py)",
+        "keep conv weights channels-last: same math, a memory layout oneDNN's CPU "
+        "convolutions may run faster on (benchmarks/sgd_step.py measures it; "
+        "docs/train_speed.md)",
         False,
     )
     log_every: int = doc("frames between TensorBoard scalars and summary.json", 2_000, low=1)
@@ -117,7 +118,8 @@ class DQNConfig:
     n_steps: int = doc("n-step returns", 1, low=1, high=20)
     double: bool = doc("double DQN target", False)
     network: str = doc(
-        "conv torso: nature (2015, 84x84) | nips (2013, 84x84, ~2x cheaper) | small "
+        "conv torso: nature (2015, 84x84) | nips (2013, 84x84, fewer and narrower layers: "
+        "cheaper per update) | small "
         "(the nips shape for 42x42 frames)",
         "nature",
         choices=NETWORKS,

@@ -2,10 +2,12 @@
 
 Allocating every array of a component in one block, once, is what lets worker processes
 share observations, replay frames and weights while pipes carry only small commands.
+``attach`` opens, in a worker, a block the parent created.
 """
 
 from __future__ import annotations
 
+from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
 import numpy as np
@@ -30,3 +32,20 @@ def arrays_over(buffer: Any, layout: Layout) -> dict[str, np.ndarray]:
         arrays[name] = np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
         offset += _aligned(int(np.prod(shape)) * np.dtype(dtype).itemsize)
     return arrays
+
+
+def attach(name: str) -> SharedMemory:
+    """Attach to the parent's block without letting this process's exit unlink it."""
+    try:
+        return SharedMemory(name=name, track=False)  # Python >= 3.13
+    except TypeError:
+        # Older Pythons register every attachment with the resource tracker, which then
+        # unlinks the parent's block (with a warning) when the worker exits.
+        from multiprocessing import resource_tracker
+
+        register = resource_tracker.register
+        resource_tracker.register = lambda *args, **kwargs: None
+        try:
+            return SharedMemory(name=name)
+        finally:
+            resource_tracker.register = register

@@ -1,0 +1,1 @@
+"""The envs: wrappers, the declarative pipeline, image and vector (execution) backends."""

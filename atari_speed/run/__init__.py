@@ -1,0 +1,1 @@
+"""A run: plan, session, tracking, checkpoints, evaluation, and the mode loops."""

@@ -6,14 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from atari_speed.agent.learner import DQN, Learner, epsilon_greedy
+from atari_speed.agent.learner import Learner
+from atari_speed.agent.networks import DQN
+from atari_speed.agent.policy import epsilon_greedy
+from atari_speed.agent.replay import Batch
 from atari_speed.core.config import DQNConfig
 
 SHAPE = (1, 36, 36)  # the smallest input the Nature CNN accepts
 GAMMA = 0.9
 
 
-def chain_batch(n_steps: int) -> dict[str, np.ndarray]:
+def chain_batch(n_steps: int) -> Batch:
     """Three states, told apart by brightness. A: action 0 pays 1 and ends, action 1 pays 0
     and moves to B. B: action 0 pays 2 and ends, action 1 pays 0 and moves to C. C: any
     action pays 3 and ends. Q*(C) = 3; Q*(B) = (2, 0.9*3 = 2.7); Q*(A) = (1, 0.9*2.7 = 2.43).
@@ -27,13 +30,14 @@ def chain_batch(n_steps: int) -> dict[str, np.ndarray]:
         rows += [(a, 1, 0.0, False, b), (b, 1, 0.0, False, c)]
     else:
         rows += [(a, 1, 0.0, False, c), (b, 1, GAMMA * 3.0, True, a)]
-    return {
-        "states": np.stack([r[0] for r in rows] * 6),
-        "actions": np.array([r[1] for r in rows] * 6, np.int64),
-        "returns": np.array([r[2] for r in rows] * 6, np.float32),
-        "dones": np.array([r[3] for r in rows] * 6),
-        "next_states": np.stack([r[4] for r in rows] * 6),
-    }
+    ended = np.array([r[3] for r in rows] * 6)
+    return Batch(
+        states=np.stack([r[0] for r in rows] * 6),
+        actions=np.array([r[1] for r in rows] * 6, np.int64),
+        returns=np.array([r[2] for r in rows] * 6, np.float32),
+        discounts=np.where(ended, 0.0, GAMMA**n_steps).astype(np.float32),
+        next_states=np.stack([r[4] for r in rows] * 6),
+    )
 
 
 @pytest.mark.parametrize(
@@ -58,7 +62,7 @@ def test_learner_reaches_the_known_q_values(double, dueling, n_steps, huber):
         learner.step(batch)
     assert learner.pop_loss() is not None and learner.pop_loss() is None
     with torch.no_grad():
-        q = learner.net(torch.from_numpy(batch["states"][:3])).numpy()
+        q = learner.net(torch.from_numpy(batch.states[:3])).numpy()
     assert q[0] == pytest.approx([1.0, 2.43], abs=0.1)
     assert q[1] == pytest.approx([2.0, 2.7], abs=0.1)
     assert q[2] == pytest.approx([3.0, 3.0], abs=0.1)
@@ -103,6 +107,6 @@ def test_bf16_autocast_path_learns_the_same_q_values():
     for _ in range(500):
         learner.step(batch)
     with torch.no_grad():
-        q = learner.net(torch.from_numpy(batch["states"][:3])).numpy()
+        q = learner.net(torch.from_numpy(batch.states[:3])).numpy()
     assert q[0] == pytest.approx([1.0, 2.43], abs=0.1)
     assert q[2] == pytest.approx([3.0, 3.0], abs=0.1)

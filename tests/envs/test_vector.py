@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+import atari_speed.envs.subproc as subproc
 import atari_speed.envs.vector as vector
 from atari_speed import ConfigError, WorkerError, make_vector_env, resolve_pipeline
 
@@ -94,7 +95,7 @@ def test_killed_worker_is_named_within_seconds_and_nothing_is_left_running():
 
 
 def test_worker_exception_is_raised_naming_the_worker(monkeypatch):
-    step_envs = vector.step_envs
+    step_envs = subproc.step_envs
 
     def broken(envs, buf, first):
         # Only worker 1 (envs 1..) fails: with both failing, which report arrives
@@ -103,7 +104,8 @@ def test_worker_exception_is_raised_naming_the_worker(monkeypatch):
             raise ValueError("emulator on fire")
         step_envs(envs, buf, first)
 
-    monkeypatch.setattr(vector, "step_envs", broken)  # inherited by forked workers
+    # Patched where the worker looks it up; inherited by forked workers.
+    monkeypatch.setattr(subproc, "step_envs", broken)
     env = make_vector_env("book", "pong", 2, backend="subprocess", start_method="fork")
     env.reset(seed=0)
     with pytest.raises(
@@ -116,7 +118,7 @@ def test_worker_exception_is_raised_naming_the_worker(monkeypatch):
 
 
 def test_hung_worker_times_out(monkeypatch):
-    monkeypatch.setattr(vector, "step_envs", lambda envs, buf, first: time.sleep(60))
+    monkeypatch.setattr(subproc, "step_envs", lambda envs, buf, first: time.sleep(60))
     env = make_vector_env("book", "pong", 2, backend="subprocess", start_method="fork", timeout=1.0)
     env.reset(seed=0)
     with pytest.raises(WorkerError, match=r"gave no answer to step in 1 s"):
@@ -128,7 +130,7 @@ def test_subprocess_falls_back_to_sync_with_a_warning(monkeypatch):
     def no_shm(*args, **kwargs):
         raise OSError("no /dev/shm here")
 
-    monkeypatch.setattr(vector, "SharedMemory", no_shm)
+    monkeypatch.setattr(subproc, "SharedMemory", no_shm)  # where the constructor finds it
     with pytest.warns(
         RuntimeWarning,
         match=r"could not start worker processes \(no /dev/shm "

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from atari_speed.agent.learner import DQN
+from atari_speed.agent.networks import DQN
 from atari_speed.run.parallel import VERSION, load_flat, publish
 
 

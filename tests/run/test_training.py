@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from atari_speed.run.training import load_checkpoint
+from atari_speed.run.checkpoint import load_checkpoint
 from tests.scripts import run_script, start_script
 
 TINY = [
@@ -53,9 +53,9 @@ def test_nenv_mode_end_to_end(nenv_run):
     assert s["pipeline"]["name"] == "book" and s["preset"]["dqn"]["batch_size"] == 96
     assert list(nenv_run.glob("events.out.tfevents.*")), "TensorBoard logs"
     data = load_checkpoint(nenv_run / "checkpoint.pt")
-    assert data["frames"] == 600 and data["game"] == "pong" and data["actions"] == 6
-    # (600 - 200 initial) frames / 3 frames per update, within one vector step of 3 frames
-    assert 132 <= data["learner"]["updates"] <= 134
+    assert data.frames == 600 and data.game == "pong" and data.actions == 6
+    # (600 - 200 initial) frames / 3 frames per update
+    assert data.learner["updates"] == 133
     # Loads with weights_only=True: tensors and plain containers only.
     torch.load(nenv_run / "checkpoint.pt", weights_only=True)
 
@@ -85,12 +85,12 @@ def test_resume_continues_frames_optimizer_and_stats(nenv_run, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     after = load_checkpoint(tmp_path / "checkpoint.pt")
-    assert after["frames"] == 900
+    assert after.frames == 900
     # The replay is refilled (200 frames), then 1 update per 3 frames resumes the count.
-    updates = after["learner"]["updates"] - before["learner"]["updates"]
+    updates = after.learner["updates"] - before.learner["updates"]
     assert 30 <= updates <= 34
-    adam = after["learner"]["optimizer"]["state"][0]["step"]
-    assert float(adam) == after["learner"]["updates"], "Adam's state carried over"
+    adam = after.learner["optimizer"]["state"][0]["step"]
+    assert float(adam) == after.learner["updates"], "Adam's state carried over"
     assert summary(tmp_path)["seconds"] > summary(nenv_run)["seconds"]
 
 
@@ -101,9 +101,9 @@ def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
     assert out.returncode == 0, out.stderr
     # Same seed, sync backend: profiling must not change what is learned.
     plain, profiled = (load_checkpoint(d / "checkpoint.pt") for d in (nenv_run, tmp_path))
-    assert plain["net"].keys() == profiled["net"].keys()
-    for key, value in plain["net"].items():
-        assert torch.equal(value, profiled["net"][key]), key
+    assert plain.net.keys() == profiled.net.keys()
+    for key, value in plain.net.items():
+        assert torch.equal(value, profiled.net[key]), key
     assert summary(tmp_path)["episodes"] == summary(nenv_run)["episodes"]
     report = json.loads((tmp_path / "profile.json").read_text())["processes"]["main"]
     rows = {r["stage"]: r for r in report["rows"]}
@@ -111,7 +111,7 @@ def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
     assert timed == pytest.approx(report["wall_seconds"], rel=0.05)
     for stage in ("sgd step", "action selection", "replay sample", "env step/emulator"):
         assert rows[stage]["calls"] > 0, stage
-    assert rows["sgd step"]["calls"] == 134 and rows["env step/WarpFrame"]["calls"] == 600
+    assert rows["sgd step"]["calls"] == 133 and rows["env step/WarpFrame"]["calls"] == 600
     assert "| sgd step | 134 |" in out.stdout  # the printed table
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -157,12 +157,12 @@ def test_baseline_mode_runs_on_ptan(tmp_path):
     s = summary(tmp_path)
     assert s["mode"] == "baseline" and s["envs"] == 1 and s["frames"] == 400
     data = load_checkpoint(tmp_path / "checkpoint.pt")
-    # One update per frame from the frame the buffer holds 200 transitions: frames 200..400.
-    assert data["learner"]["updates"] == 201
+    # One update per frame after the first 200 (the replay's warm-up): frames 201..400.
+    assert data.learner["updates"] == 200
     # ptan steps the env inside populate(): its stages still get their own rows
     report = json.loads((tmp_path / "profile.json").read_text())["processes"]["main"]
     rows = {r["stage"]: r for r in report["rows"]}
-    assert rows["sgd step"]["calls"] == 201 and rows["action selection"]["calls"] >= 400
+    assert rows["sgd step"]["calls"] == 200 and rows["action selection"]["calls"] >= 400
     assert rows["ptan populate/WarpFrame"]["calls"] >= 400 and "ptan populate/rest" in rows
 
 
@@ -206,7 +206,7 @@ def test_ctrl_c_or_kill_saves_a_checkpoint_and_exits_130(tmp_path, mode, stop):
     assert proc.returncode == 130, err
     assert "checkpoint.pt saved" in err and "Traceback" not in err
     data = load_checkpoint(tmp_path / "checkpoint.pt")
-    assert data["frames"] > 0 and data["frames"] == summary(tmp_path)["frames"]
+    assert data.frames > 0 and data.frames == summary(tmp_path)["frames"]
     for pid in actors:  # stopped and reaped by train.py, not left to the init process
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
@@ -317,13 +317,13 @@ def test_parallel_mode_two_actors_end_to_end(tmp_path):
     assert s["choices"]["actors"] == 2 and s["choices"]["envs_per_actor"] == 2
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     # The update-to-data ratio holds: one update per frame after the 200 warm-up frames.
-    assert abs(data["learner"]["updates"] - (data["frames"] - 200)) <= 8
+    assert abs(data.learner["updates"] - (data.frames - 200)) <= 8
     for pid in s["choices"]["actor_pids"]:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
 
 
-def test_parallel_serial_mode_runs_the_same_actor_in_process(tmp_path):
+def test_parallel_mode_without_actor_processes_is_n_env_mode(tmp_path):
     out = train(
         "--preset",
         "pong-parallel",
@@ -337,7 +337,9 @@ def test_parallel_serial_mode_runs_the_same_actor_in_process(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     data = load_checkpoint(tmp_path / "checkpoint.pt")
-    assert data["frames"] == 300 and data["learner"]["updates"] == 101
+    assert data.frames == 300 and data.learner["updates"] == 100  # 300 - 200 warm-up
+    s = summary(tmp_path)
+    assert s["mode"] == "n-env" and any("run.actors = 0" in why for why in s["choices"]["why"])
 
 
 def test_killed_actor_stops_the_run_with_a_checkpoint_and_no_orphans(tmp_path):
@@ -364,7 +366,7 @@ def test_killed_actor_stops_the_run_with_a_checkpoint_and_no_orphans(tmp_path):
     assert proc.returncode == 1
     assert f"actor 1 (pid {pids[1]}) died with exit code -9" in err
     assert "Traceback" not in err
-    assert load_checkpoint(tmp_path / "checkpoint.pt")["frames"] > 0
+    assert load_checkpoint(tmp_path / "checkpoint.pt").frames > 0
     with pytest.raises(ProcessLookupError):
         os.kill(pids[0], 0)
 
@@ -373,23 +375,23 @@ def test_actor_errors_are_reported_naming_the_actor():
     import multiprocessing as mp
 
     from atari_speed.core.errors import WorkerError
-    from atari_speed.run.parallel import _actor_main, _drain
+    from atari_speed.run.parallel import SharedSpec, _drain, actor_main
 
     games = mp.get_context("spawn").Queue()
-    spec = {
-        "capacity": 100,
-        "columns": 1,
-        "frame_shape": (1, 84, 84),
-        "k": 4,
-        "n_steps": 1,
-        "gamma": 0.99,
-        "actors_slots": 1,
-        "weights": 10,
-        "replay_shm": "no-such-block",
-        "small_shm": "no-such-block",
-        "start_frames": 0,
-    }
-    _actor_main(3, None, {}, spec, None, games, slice(0, 1), (4, 84, 84), 6)
+    spec = SharedSpec(
+        capacity=100,
+        columns=1,
+        frame_shape=(1, 84, 84),
+        k=4,
+        n_steps=1,
+        gamma=0.99,
+        actors=1,
+        weights=10,
+        start_frames=0,
+        replay_shm="no-such-block",
+        small_shm="no-such-block",
+    )
+    actor_main(3, None, spec, None, games)
     time.sleep(0.2)
     with pytest.raises(WorkerError, match=r"actor 3 failed: FileNotFoundError"):
         _drain(games)
@@ -419,14 +421,4 @@ def test_evaluation_runs_beside_training_and_picks_best_pt(tmp_path):
     assert s["eval_reward"] is not None and -21 <= s["eval_reward"] <= 21
     assert s["fps_after_warmup"] is not None and s["fps_after_warmup"] > 0
     best = load_checkpoint(tmp_path / "best.pt")
-    assert "learner" not in best and best["net"], "best.pt holds weights only"
-
-
-def test_per_actor_fixed_epsilons():
-    from atari_speed.core.config import Preset
-    from atari_speed.run.parallel import actor_epsilon
-
-    spread = Preset().replace("run", actors=4).replace("explore", actor_base=0.4)
-    eps = [actor_epsilon(spread, i) for i in range(4)]
-    assert eps == pytest.approx([0.4, 0.4 ** (1 + 7 / 3), 0.4 ** (1 + 14 / 3), 0.4**8])
-    assert actor_epsilon(Preset().replace("run", actors=4), 2) is None  # follows the schedule
+    assert best.learner is None and best.net, "best.pt holds weights only"

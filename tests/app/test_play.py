@@ -18,9 +18,17 @@ import pytest
 import torch
 from PIL import Image, ImageSequence
 
-from tests.scripts import run_script, start_script
+from tests.scripts import ROOT, run_script, start_script
 
 PONG_BACKGROUND = (144, 72, 17)
+# What play must never load: it needs a checkpoint, its network, the env pipeline and the
+# viewer, not the training stack.
+TRAINING_STACK = (
+    "atari_speed.run.training",
+    "atari_speed.agent.learner",
+    "ptan",
+    "torch.utils.tensorboard",
+)
 
 
 def headless(**extra: str) -> dict[str, str]:
@@ -219,3 +227,64 @@ def test_ctrl_c_keeps_the_video_so_far_and_exits_130(run_dir, tmp_path):
         count += 1
     assert count == frames > 1
     assert os.listdir(tmp_path) == ["pong.mp4"]
+
+
+def training_modules_after(code: str) -> tuple[list[str], str]:
+    """Run ``code`` in a fresh interpreter; the training modules it loaded, and its stdout
+    (without the last line, which reports them)."""
+    report = (
+        f"import json, sys; print(json.dumps([m for m in {TRAINING_STACK!r} if m in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\n{report}"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+        env=headless(),
+    )
+    assert out.returncode == 0, out.stderr
+    *lines, last = out.stdout.strip().splitlines()
+    return json.loads(last), "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def untrained_checkpoint(tmp_path_factory) -> Path:
+    """A checkpoint of a fresh network for Pong's book pipeline, made without train.py."""
+    from atari_speed.agent.networks import DQN
+    from atari_speed.core.config import Preset
+    from atari_speed.envs.pipeline import make_env, resolve_game, resolve_pipeline
+    from atari_speed.run.checkpoint import Checkpoint, save_checkpoint
+
+    pipeline, game = resolve_pipeline("book"), resolve_game("pong")
+    env = make_env(pipeline, game)
+    shape, actions = list(env.observation_space.shape), int(env.action_space.n)
+    env.close()
+    checkpoint = Checkpoint(
+        game=game,
+        pipeline=pipeline,
+        preset=Preset().to_dict(),
+        obs_shape=shape,
+        actions=actions,
+        dueling=False,
+        frames=0,
+        net=DQN(tuple(shape), actions).state_dict(),
+    )
+    path = tmp_path_factory.mktemp("untrained") / "checkpoint.pt"
+    save_checkpoint(checkpoint, path)
+    return path
+
+
+def test_importing_play_loads_no_training_module():
+    loaded, _ = training_modules_after("import atari_speed.app.play")
+    assert loaded == []
+
+
+def test_playing_loads_no_training_module(untrained_checkpoint):
+    args = [str(untrained_checkpoint), "--max-seconds", "1", "--no-window", "--json"]
+    loaded, stdout = training_modules_after(
+        f"from atari_speed.app.play import play_main\nassert play_main({args!r}) == 0"
+    )
+    assert loaded == []
+    result = json.loads(stdout)
+    assert result["frames_trained"] == 0 and [g["frames"] for g in result["episodes"]] == [60]

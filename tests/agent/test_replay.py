@@ -44,20 +44,20 @@ def test_samples_match_the_naive_reference(num_envs, k, n_steps, capacity):
             continue
         batch = replay.sample(16, rng)
         for b in range(16):
-            e, j = int(batch["env"][b]), int(batch["step"][b])
+            e, j = int(batch.env[b]), int(batch.step[b])
             assert j <= t - n_steps and j > t - replay.rows, "only live, complete rows"
-            assert np.array_equal(batch["states"][b], log[j][0][e])
-            assert batch["actions"][b] == log[j][1][e]
+            assert np.array_equal(batch.states[b], log[j][0][e])
+            assert batch.actions[b] == log[j][1][e]
             ret, done = 0.0, False
             for i in range(n_steps):
                 ret += gamma**i * log[j + i][2][e]
                 if log[j + i][3][e]:
                     done = True
                     break
-            assert batch["dones"][b] == done
-            assert batch["returns"][b] == pytest.approx(ret, rel=1e-5, abs=1e-5)
+            assert batch.discounts[b] == pytest.approx(0.0 if done else gamma**n_steps)
+            assert batch.returns[b] == pytest.approx(ret, rel=1e-5, abs=1e-5)
             if not done:
-                assert np.array_equal(batch["next_states"][b], log[j + n_steps][0][e])
+                assert np.array_equal(batch.next_states[b], log[j + n_steps][0][e])
     assert len(replay) == replay.rows * num_envs, "the ring wrapped around"
 
 
@@ -76,13 +76,13 @@ def test_columns_written_separately_stay_consistent():
                 continue
             obs, actions, rewards, ends = step
             replay.put_obs(obs, cols)
-            replay.commit(actions, rewards, ends, cols)
+            replay.commit(actions, rewards, ends, cols=cols)
             logs[a].append(obs.copy())
     batch = replay.sample(200, rng)
     for b in range(200):
-        e, j = int(batch["env"][b]), int(batch["step"][b])
-        assert np.array_equal(batch["states"][b], logs[e // 2][j][e % 2])
-    assert set(batch["env"].tolist()) == {0, 1, 2, 3}
+        e, j = int(batch.env[b]), int(batch.step[b])
+        assert np.array_equal(batch.states[b], logs[e // 2][j][e % 2])
+    assert set(batch.env.tolist()) == {0, 1, 2, 3}
 
 
 def test_empty_buffer_says_so():
@@ -95,3 +95,57 @@ def test_pong_sized_buffer_stores_each_frame_once():
     # 1M transitions of 84x84 frames: ~7.06 GB, the frames and nothing per-transition big.
     nbytes = FrameReplay.nbytes(1_000_000, 4, (1, 84, 84), 4, 3)
     assert 7.05e9 < nbytes < 7.2e9
+
+
+def test_truncated_episodes_bootstrap_from_their_final_observation():
+    # One env, 2-frame stacks of 1x1 frames named by their value, 2-step returns, every
+    # reward 1. Episode A (frames 1, 2, 3) is truncated after its third step, its final
+    # observation ending in frame 4; episode B (11, 12, 13) terminates after its third.
+    gamma = 0.5
+    replay = FrameReplay(100, 1, (1, 1, 1), 2, n_steps=2, gamma=gamma)
+
+    def obs(older: int, newer: int) -> np.ndarray:
+        return np.array([older, newer], np.uint8).reshape(1, 2, 1, 1)
+
+    steps = [  # (observation, terminated, truncated, final observation)
+        (obs(0, 1), False, False, None),
+        (obs(1, 2), False, False, None),
+        (obs(2, 3), False, True, obs(3, 4)),
+        (obs(0, 11), False, False, None),
+        (obs(11, 12), False, False, None),
+        (obs(12, 13), True, False, None),
+        (obs(0, 21), False, False, None),
+        (obs(21, 22), False, False, None),
+        (obs(22, 23), False, False, None),
+    ]
+    for o, terminated, truncated, final in steps:
+        replay.put_obs(o)
+        replay.commit(
+            np.zeros(1, np.int64),
+            np.ones(1, np.float32),
+            np.array([terminated]),
+            truncated=np.array([truncated]),
+            final_obs=final,
+        )
+    expected = {  # newest frame of the state -> (return, discount, next state)
+        1: (1 + gamma, gamma**2, (2, 3)),
+        2: (1 + gamma, gamma**2, (3, 4)),  # bootstraps from A's final observation
+        3: (1.0, gamma, (3, 4)),
+        11: (1 + gamma, gamma**2, (12, 13)),
+        12: (1 + gamma, 0.0, None),  # terminated within the window: no bootstrap
+        13: (1.0, 0.0, None),
+        21: (1 + gamma, gamma**2, (22, 23)),  # the last row has no 2-step successor yet
+    }
+    batch = replay.sample(400, np.random.default_rng(0))
+    seen = set()
+    for b in range(400):
+        newest = int(batch.states[b, -1, 0, 0])
+        assert newest in expected, f"state ending in {newest} is no transition (a tail row?)"
+        ret, discount, nxt = expected[newest]
+        assert batch.returns[b] == pytest.approx(ret)
+        assert batch.discounts[b] == pytest.approx(discount)
+        if nxt is not None:
+            assert tuple(batch.next_states[b, :, 0, 0]) == nxt
+        seen.add(newest)
+    assert seen == set(expected)
+    assert tuple(batch.states[list(batch.states[:, -1, 0, 0]).index(11), :, 0, 0]) == (0, 11)

@@ -1,0 +1,71 @@
+"""Choosing actions with a Q-network: greedy, epsilon-greedy, and whole games of play."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+
+@torch.no_grad()
+def greedy_actions(net: nn.Module, obs: np.ndarray, device: torch.device) -> np.ndarray:
+    """One batched forward pass for all envs' observations ``(N, k, H, W)`` uint8."""
+    x = torch.from_numpy(np.asarray(obs)).to(device, non_blocking=True)
+    return net(x).argmax(dim=1).cpu().numpy()
+
+
+def epsilon_greedy(
+    greedy: np.ndarray, epsilon: float | np.ndarray, actions: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Replace each greedy action by a random one with probability ``epsilon``."""
+    explore = rng.random(len(greedy)) < epsilon
+    return np.where(explore, rng.integers(0, actions, len(greedy)), greedy)
+
+
+def select_actions(
+    net: nn.Module,
+    obs: np.ndarray,
+    epsilon: float,
+    actions: int,
+    rng: np.random.Generator,
+    device: torch.device,
+) -> np.ndarray:
+    """Epsilon-greedy actions for a batch of observations ``(N, k, H, W)``; while epsilon is
+    1 (warm-up) every action is random, so the forward pass is skipped."""
+    if epsilon >= 1.0:
+        return rng.integers(0, actions, len(obs))
+    return epsilon_greedy(greedy_actions(net, obs, device), epsilon, actions, rng)
+
+
+def play_episodes(
+    env: gym.Env,
+    net: nn.Module,
+    device: torch.device,
+    games: int,
+    epsilon: float,
+    rng: np.random.Generator,
+    stop: threading.Event | None = None,
+    on_step: Callable[[], bool] | None = None,
+) -> list[dict[str, Any]]:
+    """Play whole games; return each game's ``info["episode"]`` (unclipped score ``r``,
+    agent steps ``l``, emulator ``frames``). ``stop`` ends play early. ``on_step`` is called
+    after the first reset and after every step (``play.py`` shows and records the screen);
+    returning False ends play early. Either way the game in progress is not returned."""
+    finished: list[dict[str, Any]] = []
+    obs, _ = env.reset()
+    going = on_step is None or on_step()
+    while going and len(finished) < games and not (stop is not None and stop.is_set()):
+        batch = np.asarray(obs)[None]
+        action = int(select_actions(net, batch, epsilon, env.action_space.n, rng, device)[0])
+        obs, _, terminated, truncated, info = env.step(action)
+        if "episode" in info:
+            finished.append(dict(info["episode"]))
+        going = on_step is None or on_step()
+        if terminated or truncated:
+            obs, _ = env.reset()
+    return finished

@@ -1,0 +1,108 @@
+"""The checkpoint format: what a run saves, how it is written and read back.
+
+A checkpoint is a ``torch.save`` of plain containers and tensors only, so it loads with
+``weights_only=True`` (no arbitrary unpickling). ``checkpoint.pt`` carries everything a
+run needs to resume; ``best.pt`` only the network. Writes are atomic: a crash mid-write
+keeps the previous file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from atari_speed.agent.networks import DQN
+from atari_speed.core.errors import ConfigError
+
+FORMAT = "atari-speed-checkpoint"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One saved run. The fields are the file's keys, besides ``format`` and ``version``."""
+
+    game: str  # the game: its ALE ROM id (pong) or gymnasium id
+    pipeline: dict[str, Any]  # the resolved wrapper pipeline, to rebuild the env
+    preset: dict[str, Any]  # every preset field the run had
+    obs_shape: list[int]
+    actions: int
+    dueling: bool
+    frames: int  # agent steps trained, all envs
+    net: dict[str, torch.Tensor]  # the online network's weights
+    network: str = "nature"  # dqn.network; checkpoints from before that field are Nature's
+    learner: dict[str, Any] | None = None  # target net, optimizer, updates: to resume
+    stats: dict[str, Any] | None = None  # the tracker's scores and wall time: to resume
+    rng: dict[str, Any] | None = None  # numpy and torch RNG states: to resume
+
+    @property
+    def resumable(self) -> bool:
+        return self.learner is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in asdict(self).items() if v is not None}
+        return {"format": FORMAT, "version": VERSION, **data}
+
+    def policy(self, device: torch.device) -> DQN:
+        """The network with its weights, on ``device``, in eval mode, to play."""
+        net = DQN(tuple(self.obs_shape), self.actions, dueling=self.dueling, network=self.network)
+        net.to(device).load_state_dict(self.net)
+        return net.eval()
+
+
+def save_atomic(obj: dict[str, Any], path: Path) -> None:
+    """torch.save to a temp file, fsync, rename: a crash mid-write keeps the old file."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write to a temp file, then rename: a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def save_checkpoint(checkpoint: Checkpoint, path: Path) -> None:
+    save_atomic(checkpoint.to_dict(), path)
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """Load a checkpoint of this app safely, or raise ConfigError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such checkpoint file")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # truncated, corrupt or foreign pickles all land here
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"{path}: not a readable checkpoint ({first[:160]})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ConfigError(f"{path}: not an atari-speed checkpoint")
+    if data.get("version") != VERSION:
+        raise ConfigError(
+            f"{path}: checkpoint format version {data.get('version')}, this app reads {VERSION}"
+        )
+    fields = {k: v for k, v in data.items() if k not in ("format", "version")}
+    try:
+        return Checkpoint(**fields)
+    except TypeError as err:  # a key missing or unknown: a damaged or foreign file
+        raise ConfigError(f"{path}: not a complete atari-speed checkpoint ({err})") from None
+
+
+def find_checkpoint(path: Path) -> Path:
+    """A checkpoint file, or a run directory's best.pt (else its checkpoint.pt)."""
+    if path.is_dir():
+        return next(
+            (p for p in (path / "best.pt", path / "checkpoint.pt") if p.exists()),
+            path / "checkpoint.pt",
+        )
+    return path

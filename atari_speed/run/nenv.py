@@ -1,0 +1,51 @@
+"""n-env mode: the one actor in this process, stepping N envs, alternating with updates."""
+
+from __future__ import annotations
+
+from atari_speed.agent.actor import Actor
+from atari_speed.agent.replay import FrameReplay
+from atari_speed.envs.vector import make_vector_env
+from atari_speed.run.session import Run
+
+
+def run_nenv(run: Run) -> None:
+    """Step all envs once (one batched forward pass), make the updates that are due, and
+    do the periodic chores; until the run is done."""
+    plan, preset, prof = run.plan, run.preset, run.prof
+    venv = make_vector_env(
+        plan.pipeline,
+        preset.env.game,
+        preset.run.envs,
+        backend=preset.env.backend,
+        profile=prof.enabled,
+    )
+    try:
+        replay = FrameReplay(
+            preset.replay.size,
+            venv.num_envs,
+            plan.frame_shape,
+            plan.stack,
+            preset.dqn.n_steps,
+            preset.dqn.gamma,
+        )
+        actor = Actor(
+            venv, run.learner.net, replay, slice(None), preset.run.seed, plan.device, prof
+        )
+        collected = 0  # transitions in this run's replay, which starts empty
+        prof.restart()
+        while not run.done:
+            games = actor.step(run.epsilon)
+            collected += actor.num_envs
+            with prof.section("logging + checkpoints"):
+                run.tracker.advance(actor.num_envs)
+                for game in games:
+                    run.game(game)
+            for _ in range(run.updates_due(collected)):
+                run.update(replay)
+            with prof.section("logging + checkpoints"):
+                run.periodic(len(replay) / preset.replay.size)
+    finally:
+        prof.stop()
+        if prof.enabled:
+            run.profiles.update(venv.worker_profiles())
+        venv.close()

@@ -1,0 +1,89 @@
+"""A run resolved once, up front: everything the loops read and nothing they decide.
+
+``make_plan`` takes a preset whose ``auto`` fields are already chosen (``app/auto.py``
+does that), resolves its pipeline, probes one env for the observation shape and action
+count, and picks the device. The loops, the tracker and the checkpoint only read the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from atari_speed.agent.networks import pick_device
+from atari_speed.core.config import Preset
+from atari_speed.core.errors import ConfigError
+from atari_speed.envs.pipeline import make_env, resolve_game, resolve_pipeline
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One run's complete configuration."""
+
+    preset: Preset  # with no auto field left
+    pipeline: dict[str, Any]  # the resolved wrapper pipeline
+    game: str  # the ALE ROM id (pong), or a gymnasium id as given
+    obs_shape: tuple[int, ...]  # one observation, (k*C, H, W)
+    actions: int
+    device: torch.device
+    choices: dict[str, Any] = field(default_factory=dict)  # what auto chose, and why
+
+    @property
+    def mode(self) -> str:
+        """The loop that runs: parallel with ``run.actors = 0`` is n-env mode (the same
+        actor, in this process)."""
+        run = self.preset.run
+        return "n-env" if run.mode == "parallel" and run.actors == 0 else run.mode
+
+    @property
+    def actor_processes(self) -> int:
+        return self.preset.run.actors if self.mode == "parallel" else 0
+
+    @property
+    def total_envs(self) -> int:
+        """Envs stepped in all: ``run.envs``, times the actors in parallel mode."""
+        return self.preset.run.envs * max(self.actor_processes, 1)
+
+    @property
+    def stack(self) -> int:
+        """Frames per observation (FrameStack's k)."""
+        return next((s["k"] for s in self.pipeline["stages"] if s["wrapper"] == "FrameStack"), 1)
+
+    @property
+    def frame_skip(self) -> int:
+        """Emulator frames per agent step (MaxAndSkip's skip)."""
+        return next((s["skip"] for s in self.pipeline["stages"] if s["wrapper"] == "MaxAndSkip"), 1)
+
+    @property
+    def frame_shape(self) -> tuple[int, ...]:
+        """One frame of an observation, ``(C, H, W)``: what the replay stores per step."""
+        return (self.obs_shape[0] // self.stack, *self.obs_shape[1:])
+
+
+def make_plan(preset: Preset, choices: dict[str, Any] | None = None) -> Plan:
+    """Resolve ``preset`` into a plan; ConfigError if an ``auto`` field is left unchosen."""
+    run, env = preset.run, preset.env
+    if "auto" in (run.mode, env.backend) or run.envs == 0:
+        raise ConfigError(
+            "run.mode, run.envs or env.backend is 'auto': choose them first (app/auto.py)"
+        )
+    pipeline = resolve_pipeline(env.pipeline, env.image_backend or None)
+    probe = make_env(pipeline, env.game)
+    obs_shape, actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
+    probe.close()
+    choices = dict(choices or {})
+    if run.mode == "parallel" and run.actors == 0:
+        choices.setdefault("why", []).append(
+            "mode n-env: parallel with run.actors = 0 runs the same actor in this process"
+        )
+    return Plan(
+        preset=preset,
+        pipeline=pipeline,
+        game=resolve_game(env.game),
+        obs_shape=obs_shape,
+        actions=actions,
+        device=pick_device(run.device),
+        choices=choices,
+    )

@@ -1,0 +1,181 @@
+"""A run in progress: what every mode's loop shares.
+
+``Run`` builds the learner, tracker and RNG from a plan, resumes from a checkpoint, makes
+the updates the schedule says are due, and does the periodic chores (logs, checkpoints,
+evaluation) that every loop calls once per iteration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from atari_speed.agent.actor import Game
+from atari_speed.agent.learner import Learner
+from atari_speed.agent.networks import build_network
+from atari_speed.agent.replay import Batch, FrameReplay
+from atari_speed.agent.schedules import UpdateSchedule, epsilon_at
+from atari_speed.core.errors import ConfigError
+from atari_speed.core.timing import Profiler
+from atari_speed.run.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from atari_speed.run.evaluation import Evaluation
+from atari_speed.run.plan import Plan
+from atari_speed.run.tracking import Tracker
+
+
+class Run:
+    """The plan, learner, tracker and RNG of one run, and what the loops do with them."""
+
+    def __init__(self, plan: Plan, run_dir: Path, resume: str | None = None) -> None:
+        preset = plan.preset
+        self.plan, self.preset, self.run_dir = plan, preset, run_dir
+        cuda = plan.device.type == "cuda"
+        # This process's stages (--profile); other processes' reports go in ``profiles``.
+        self.prof = Profiler(preset.run.profile, sync=torch.cuda.synchronize if cuda else None)
+        self.profiles: dict[str, dict[str, Any]] = {}
+        torch.manual_seed(preset.run.seed)
+        self.learner = Learner(
+            build_network(preset.dqn, plan.obs_shape, plan.actions),
+            preset.dqn,
+            plan.device,
+            channels_last=preset.run.channels_last,
+            amp=preset.run.amp,
+            prof=self.prof,
+        )
+        self.schedule = UpdateSchedule(preset.dqn.train_every, preset.replay.initial)
+        self.rng = np.random.default_rng(preset.run.seed)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.tracker = Tracker(plan, run_dir)
+        if resume:
+            self.resume(load_checkpoint(resume))
+        self.updates_at_start = self.learner.updates
+        self.frames_at_start = self.frames
+        self.next_log = self.frames
+        self.next_checkpoint = self.frames + preset.run.checkpoint_every
+        self.next_eval = self.frames + preset.eval.every
+        self.evaluation: Evaluation | None = None
+        self._batch: Batch | None = None  # reused between samples
+
+    @property
+    def frames(self) -> int:
+        """Agent steps so far, all envs, earlier runs resumed included."""
+        return self.tracker.frames
+
+    @property
+    def epsilon(self) -> float:
+        return epsilon_at(self.preset.explore, self.frames)
+
+    @property
+    def done(self) -> bool:
+        run = self.preset.run
+        out_of_time = run.seconds > 0 and self.tracker.seconds >= run.seconds
+        solved = self.tracker.scores.solved_at is not None
+        return self.frames >= run.frames or solved or out_of_time
+
+    # ------------------------------------------------------------ learning
+
+    def updates_due(self, collected: int) -> int:
+        """Updates still due once ``collected`` transitions are in this run's replay."""
+        return self.schedule.due(collected) - (self.learner.updates - self.updates_at_start)
+
+    def update(self, replay: FrameReplay) -> None:
+        """One SGD update on a batch sampled from ``replay``."""
+        with self.prof.section("replay sample"):
+            self._batch = replay.sample(self.preset.dqn.batch_size, self.rng, self._batch)
+        self.learner.step(self._batch)
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def game(self, game: Game) -> None:
+        """Record a finished game; best.pt follows the smoothed score when evaluation is
+        off."""
+        if self.tracker.game(game) and not self.preset.eval.every:
+            self.checkpoint("best.pt", weights_only=True)
+
+    def periodic(self, buffer_fill: float) -> None:
+        """Logs, checkpoints and evaluation, each when its interval of frames has passed."""
+        run = self.preset.run
+        if self.learner.updates > self.updates_at_start:
+            self.tracker.learning_started()
+        if self.frames >= self.next_log:
+            self.next_log = self.frames + run.log_every
+            self.tracker.log(self.epsilon, self.learner.pop_loss(), buffer_fill)
+            if self.prof.enabled:
+                self.tracker.log_profile("", self.prof.report())
+        if self.frames >= self.next_checkpoint:
+            self.next_checkpoint = self.frames + run.checkpoint_every
+            self.checkpoint()
+        self._evaluate()
+
+    def _evaluate(self) -> None:
+        ev = self.preset.eval
+        if ev.every and self.frames >= self.next_eval and self.evaluation is None:
+            self.next_eval = self.frames + ev.every
+            self.evaluation = Evaluation(self.plan, self.learner.net, self.frames)
+        if self.evaluation is not None and self.evaluation.finished():
+            evaluation, self.evaluation = self.evaluation, None
+            if self.tracker.evaluated(evaluation.result()):
+                self.checkpoint("best.pt", weights_only=True, net_state=evaluation.net_state)
+
+    # ------------------------------------------------------------ checkpoints
+
+    def checkpoint(
+        self,
+        name: str = "checkpoint.pt",
+        weights_only: bool = False,
+        net_state: dict[str, Any] | None = None,
+    ) -> None:
+        plan, resumable = self.plan, not weights_only
+        checkpoint = Checkpoint(
+            game=plan.game,
+            pipeline=plan.pipeline,
+            preset=self.preset.to_dict(),
+            obs_shape=list(plan.obs_shape),
+            actions=plan.actions,
+            dueling=self.preset.dqn.dueling,
+            network=self.preset.dqn.network,
+            frames=self.frames,
+            net=net_state if net_state is not None else self.learner.net.state_dict(),
+            learner=self.learner.state_dict() if resumable else None,
+            stats=self.tracker.stats() if resumable else None,
+            rng={"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state()}
+            if resumable
+            else None,
+        )
+        save_checkpoint(checkpoint, self.run_dir / name)
+
+    def resume(self, checkpoint: Checkpoint) -> None:
+        """Continue ``checkpoint``'s run, or raise ConfigError saying why it cannot be."""
+        plan, dqn = self.plan, self.preset.dqn
+        if checkpoint.game != plan.game or checkpoint.actions != plan.actions:
+            raise ConfigError(
+                f"--resume: the checkpoint is of {checkpoint.game} ({checkpoint.actions} "
+                f"actions), this run is {self.preset.env.game} ({plan.actions} actions)"
+            )
+        ours = {
+            "observations": list(plan.obs_shape),
+            "network": dqn.network,
+            "dueling": dqn.dueling,
+        }
+        theirs = {
+            "observations": list(checkpoint.obs_shape),
+            "network": checkpoint.network,
+            "dueling": checkpoint.dueling,
+        }
+        if ours != theirs:
+            raise ConfigError(
+                f"--resume: the checkpoint's network does not fit this preset's: it has "
+                f"{theirs}, this run {ours}; resume with the preset that trained it"
+            )
+        if not checkpoint.resumable:
+            raise ConfigError(
+                "--resume: this checkpoint holds weights only (a best.pt?); "
+                "resume from checkpoint.pt"
+            )
+        self.learner.load_state_dict(checkpoint.learner)
+        self.tracker.restore(checkpoint.stats, int(checkpoint.frames))
+        self.rng.bit_generator.state = checkpoint.rng["numpy"]
+        torch.set_rng_state(checkpoint.rng["torch"])

@@ -1,0 +1,209 @@
+"""What a run reports: game scores, the frame counter, TensorBoard, the progress bar and
+summary.json.
+
+``Tracker`` owns the run's one frame counter (agent steps summed over all envs); the loops
+advance it and everything else reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from atari_speed.agent.actor import Game
+from atari_speed.run.checkpoint import write_text_atomic
+from atari_speed.run.plan import Plan
+
+EMA_ALPHA = 0.98  # the book's smoothing of episode rewards
+
+
+@dataclass
+class Scores:
+    """Whole-game scores: the count, the last, the smoothed (EMA) and its best, and when
+    the smoothed score first reached ``stop_reward`` (seconds, frames)."""
+
+    stop_reward: float
+    episodes: int = 0
+    last: float | None = None
+    smoothed: float | None = None
+    best_smoothed: float | None = None
+    solved_at: tuple[float, int] | None = None
+
+    def add(self, game: Game, seconds: float, frames: int) -> bool:
+        """Count a finished game; True if the smoothed score reached a new best."""
+        self.episodes += 1
+        self.last = game.score
+        prev = self.smoothed
+        self.smoothed = (
+            game.score if prev is None else prev * EMA_ALPHA + game.score * (1 - EMA_ALPHA)
+        )
+        if self.solved_at is None and self.smoothed >= self.stop_reward:
+            self.solved_at = (seconds, frames)
+        if self.best_smoothed is None or self.smoothed > self.best_smoothed:
+            self.best_smoothed = self.smoothed
+            return True
+        return False
+
+
+class Tracker:
+    """The frame counter, scores, evaluation results, wall time, logs and summary.json."""
+
+    def __init__(self, plan: Plan, run_dir: Path) -> None:
+        self.plan, self.run_dir = plan, run_dir
+        self.choices = dict(plan.choices)  # auto's, and what the mode's loop adds
+        self.frames = 0
+        self.scores = Scores(plan.preset.run.stop_reward)
+        self.eval_reward: float | None = None
+        self.best_eval: float | None = None
+        self.seconds_before = 0.0  # wall time of the earlier runs this one resumes
+        self.learning_from: tuple[float, int] | None = None  # (seconds, frames), 1st update
+        self.fps = 0.0
+        self.start = time.perf_counter()
+        self._window = (self.start, 0)
+        self.writer = SummaryWriter(str(run_dir))
+        self.bar = tqdm(
+            total=plan.preset.run.frames,
+            unit="frame",
+            dynamic_ncols=True,
+            smoothing=0.05,
+            disable=None,
+        )
+
+    @property
+    def seconds(self) -> float:
+        return self.seconds_before + time.perf_counter() - self.start
+
+    def advance(self, frames: int) -> None:
+        """Count ``frames`` more agent steps."""
+        self.frames += frames
+        self.bar.update(frames)
+
+    def game(self, game: Game) -> bool:
+        """Record a finished game; True if the smoothed score reached a new best."""
+        improved = self.scores.add(game, self.seconds, self.frames)
+        w, f = self.writer, self.frames
+        w.add_scalar("episode/reward", game.score, f)
+        w.add_scalar("episode/reward_smoothed", self.scores.smoothed, f)
+        w.add_scalar("episode/length", game.length, f)
+        return improved
+
+    def note_choices(self, **choices: Any) -> None:
+        """Record what the mode's loop chose (actor pids, threads) in summary.json now."""
+        self.choices.update(choices)
+        self.write_summary()
+
+    def learning_started(self) -> None:
+        if self.learning_from is None:
+            self.learning_from = (self.seconds, self.frames)
+
+    def log(self, epsilon: float, loss: float | None, buffer_fill: float) -> None:
+        """TensorBoard scalars, the progress bar's figures and summary.json, now."""
+        now = time.perf_counter()
+        start, frames0 = self._window
+        if now > start and self.frames > frames0:
+            self.fps = (self.frames - frames0) / (now - start)
+        self._window = (now, self.frames)
+        w, f = self.writer, self.frames
+        w.add_scalar("train/epsilon", epsilon, f)
+        w.add_scalar("train/fps", self.fps, f)
+        w.add_scalar("train/buffer_fill", buffer_fill, f)
+        if loss is not None:
+            w.add_scalar("train/loss", loss, f)
+        post = {"fps": f"{self.fps:.0f}", "games": self.scores.episodes, "eps": f"{epsilon:.2f}"}
+        if self.scores.smoothed is not None:
+            post["reward"] = f"{self.scores.smoothed:.1f}"
+        if loss is not None:
+            post["loss"] = f"{loss:.4f}"
+        self.bar.set_postfix(post, refresh=False)
+        self.write_summary()
+
+    def log_profile(self, process: str, report: dict[str, Any]) -> None:
+        """Each stage's share of its process's wall time, as ``profile/[process/]stage``."""
+        prefix = "profile/" + (process.replace(" ", "_") + "/" if process else "")
+        for row in report["rows"]:
+            tag = prefix + row["stage"].replace(" ", "_")
+            self.writer.add_scalar(tag, row["share"], self.frames)
+
+    def evaluated(self, reward: float) -> bool:
+        """Record an evaluation's mean score; True if it is the best so far."""
+        self.eval_reward = reward
+        self.writer.add_scalar("eval/reward", reward, self.frames)
+        if self.best_eval is None or reward > self.best_eval:
+            self.best_eval = reward
+            return True
+        return False
+
+    def summary(self) -> dict[str, Any]:
+        seconds, s, preset = self.seconds, self.scores, self.plan.preset
+        return {
+            "frames": self.frames,
+            "emulator_frames": self.frames * self.plan.frame_skip,
+            "seconds": round(seconds, 2),
+            "fps": round(self.frames / seconds, 1) if seconds > 0 else 0.0,
+            "fps_after_warmup": self.fps_after_warmup(),
+            "episodes": s.episodes,
+            "avg_reward": s.smoothed,
+            "best_avg_reward": s.best_smoothed,
+            "last_reward": s.last,
+            "eval_reward": self.eval_reward,
+            "solved": s.solved_at is not None,
+            "solved_at_seconds": None if s.solved_at is None else round(s.solved_at[0], 2),
+            "solved_at_frames": None if s.solved_at is None else s.solved_at[1],
+            "mode": self.plan.mode,
+            "envs": self.plan.total_envs,
+            "device": str(self.plan.device),
+            "torch_threads": torch.get_num_threads(),
+            "update_to_data": {
+                "batch_size": preset.dqn.batch_size,
+                "train_every": preset.dqn.train_every,
+                "samples_per_frame": preset.dqn.batch_size / preset.dqn.train_every,
+            },
+            "choices": self.choices,
+            "preset": preset.to_dict(),
+            "pipeline": self.plan.pipeline,
+        }
+
+    def fps_after_warmup(self) -> float | None:
+        """Frames per second since the first SGD update: the training speed proper."""
+        if self.learning_from is None:
+            return None
+        seconds = self.seconds - self.learning_from[0]
+        return round((self.frames - self.learning_from[1]) / seconds, 1) if seconds > 0 else None
+
+    def write_summary(self) -> None:
+        text = json.dumps(self.summary(), indent=2, default=str)
+        write_text_atomic(self.run_dir / "summary.json", text)
+
+    def stats(self) -> dict[str, Any]:
+        """What a checkpoint carries to resume the statistics."""
+        s = self.scores
+        return {
+            "episodes": s.episodes,
+            "smoothed": s.smoothed,
+            "best_smoothed": s.best_smoothed,
+            "best_eval": self.best_eval,
+            "seconds": self.seconds,
+        }
+
+    def restore(self, stats: dict[str, Any], frames: int) -> None:
+        """Continue a checkpoint's statistics, frame count and wall time."""
+        self.scores.episodes = int(stats["episodes"])
+        self.scores.smoothed, self.scores.best_smoothed = stats["smoothed"], stats["best_smoothed"]
+        self.best_eval = stats["best_eval"]
+        self.seconds_before = float(stats["seconds"])
+        self.frames = frames
+        self._window = (time.perf_counter(), frames)
+        self.bar.reset(total=self.plan.preset.run.frames)
+        self.bar.update(frames)
+
+    def close(self) -> None:
+        self.write_summary()
+        self.bar.close()
+        self.writer.close()
