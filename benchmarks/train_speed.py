@@ -4,6 +4,11 @@ for a fixed wall-clock time; FPS is measured after the replay warm-up.
 
     uv run benchmarks/train_speed.py                  # ~10 minutes
     uv run benchmarks/train_speed.py --seconds 60 --reps 1
+    uv run benchmarks/train_speed.py --trees ../before . --rows ...   # before/after a change
+
+``--trees`` runs every row on each checkout given (another worktree of this repo, say the
+commit before a change), alternating between them within each repetition, so a change is
+compared with what it changed in one run on one machine.
 
 Rows run one after another, repeated ``--reps`` times in turn (so drift of a noisy
 machine spreads over all rows), and each row reports the median. Every row uses the same
@@ -44,11 +49,13 @@ ROWS: dict[str, list[str]] = {
 }
 
 
-def run_row(args: list[str], seconds: float, warmup: int, extra: list[str]) -> dict:
+def run_row(
+    args: list[str], seconds: float, warmup: int, extra: list[str], tree: Path = ROOT
+) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             sys.executable,
-            str(ROOT / "train.py"),
+            str(tree / "train.py"),
             "--preset",
             "pong-baseline",
             "--frames",
@@ -62,7 +69,7 @@ def run_row(args: list[str], seconds: float, warmup: int, extra: list[str]) -> d
             *args,
             *extra,
         ]
-        out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=tree)
         if out.returncode != 0:  # report it and keep the other rows' numbers
             print(f"\n{' '.join(cmd)} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
             return {
@@ -107,6 +114,33 @@ def learner_ceiling(seconds: float, channels_last: bool) -> float:
     return updates / (time.perf_counter() - start)
 
 
+def compare_trees(args: argparse.Namespace, extra: list[str]) -> None:
+    """Every row on every tree, alternating within each repetition; FPS medians and each
+    tree's ratio to the first."""
+    trees = [t.resolve() for t in args.trees]
+    fps: dict[tuple[str, Path], list[float]] = {(r, t): [] for r in args.rows for t in trees}
+    with tqdm(total=args.reps * len(args.rows) * len(trees), desc="runs") as bar:
+        for _ in range(args.reps):
+            for name in args.rows:
+                for tree in trees:
+                    s = run_row(ROWS[name], args.seconds, args.warmup, extra, tree)
+                    fps[name, tree].append(s["fps_after_warmup"])
+                    bar.update()
+    print(
+        f"\nTraining FPS after warm-up, pong-baseline hyperparameters, {args.seconds:g} s per "
+        f"run, median of {args.reps} (runs alternate between the trees)\n"
+    )
+    print("| mode | " + " | ".join(str(t) for t in trees) + " | ratio to the first |")
+    print("|---|" + "---:|" * (len(trees) + 1))
+    for name in args.rows:
+        medians = [statistics.median(fps[name, t]) for t in trees]
+        ratios = ", ".join(f"{m / medians[0]:.2f}x" for m in medians[1:])
+        print(f"| {name} | " + " | ".join(f"{m:.1f}" for m in medians) + f" | {ratios} |")
+    if args.json:
+        runs = {f"{name} @ {tree}": v for (name, tree), v in fps.items()}
+        Path(args.json).write_text(json.dumps({"args": str(vars(args)), "runs": runs}, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -125,8 +159,17 @@ def main() -> None:
         help="extra --set for every row, e.g. dqn.batch_size=64",
     )
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument(
+        "--trees",
+        nargs="+",
+        type=Path,
+        help="run every row on each of these checkouts in turn and compare them",
+    )
     args = parser.parse_args()
     extra = [x for item in args.extra for x in ("--set", item)]
+    if args.trees:
+        compare_trees(args, extra)
+        return
     results: dict[str, list[dict]] = {name: [] for name in args.rows}
     with tqdm(total=args.reps * len(args.rows), desc="runs") as bar:
         for _ in range(args.reps):

@@ -44,7 +44,8 @@ def finished_games(infos: dict[str, Any]) -> list[Game]:
 class Actor:
     """Steps ``venv`` epsilon-greedily with ``net`` into ``replay`` columns ``cols``.
 
-    The vector env is reset with ``seed`` here; ``close()`` closes it. With a profiler, its
+    The vector env is reset with ``seed`` here; ``close()`` closes it. ``rng`` draws the
+    exploration (the run's own in n-env mode, so a checkpoint carries it). With a profiler, its
     sections are ``action selection``, ``env step`` (split into the pipeline's stages
     where they run in this process) and ``replay add``.
     """
@@ -56,6 +57,7 @@ class Actor:
         replay: FrameReplay,
         cols: slice,
         seed: int,
+        rng: np.random.Generator,
         device: torch.device,
         prof: Profiler,
     ) -> None:
@@ -63,7 +65,7 @@ class Actor:
         self.device, self.prof = device, prof
         self.num_envs = venv.num_envs
         self.actions = int(venv.single_action_space.n)
-        self.rng = np.random.default_rng(seed)
+        self.rng = rng
         if venv.stage_timer is not None:
             prof.split("env step", venv.stage_timer)
         self.obs, _ = venv.reset(seed=seed)

@@ -29,6 +29,10 @@ import numpy as np
 from atari_speed.core.shm import Layout, arrays_over, layout_nbytes
 
 MAX_REDRAWS = 100  # tail rows are ~1 in 27k: redrawing them never takes more than a few
+# Rows at the old end of each column's ring that are never sampled: a writer in another
+# process may be overwriting them (put_obs writes the oldest row, a tail the next) while
+# the learner gathers a batch from a snapshot of ``written``.
+MARGIN = 4
 
 
 @dataclass
@@ -64,6 +68,9 @@ class FrameReplay:
     """``capacity`` transitions over ``num_envs`` columns of ``capacity // num_envs`` rows.
 
     ``frame_shape`` is one frame, ``(C, H, W)``; states are ``k`` frames, ``(k*C, H, W)``.
+    ``buffer`` is where the arrays live (a SharedMemory block's ``buf``, say); a new one is
+    allocated if None. ``attach`` means the buffer already holds a replay being written:
+    it is read as it is, not initialised.
     """
 
     def __init__(
@@ -75,9 +82,10 @@ class FrameReplay:
         n_steps: int = 1,
         gamma: float = 0.99,
         buffer: Any = None,
+        attach: bool = False,
     ) -> None:
         self.num_envs, self.k, self.n_steps, self.gamma = num_envs, k, n_steps, gamma
-        self.rows = max(capacity // num_envs, k + n_steps + 1)
+        self.rows = self.rows_for(capacity, num_envs, k, n_steps)
         self.frame_shape = tuple(frame_shape)
         layout = self.layout(capacity, num_envs, frame_shape, k, n_steps)
         if buffer is None:
@@ -93,15 +101,20 @@ class FrameReplay:
         # written[e]: rows committed in column e. pending_first[e]: o_t starts an episode.
         self.written = arrays["written"]
         self.pending_first = arrays["pending_first"]
-        self.pending_first[:] = True
+        if not attach:
+            self.pending_first[:] = True
         self.discounts = gamma ** np.arange(n_steps, dtype=np.float64)
 
     @staticmethod
+    def rows_for(capacity: int, num_envs: int, k: int, n_steps: int) -> int:
+        """Rows per column: enough for one sampleable transition beside the margin."""
+        return max(capacity // num_envs, k + n_steps + 2 + MARGIN)
+
+    @classmethod
     def layout(
-        capacity: int, num_envs: int, frame_shape: tuple[int, ...], k: int, n_steps: int
+        cls, capacity: int, num_envs: int, frame_shape: tuple[int, ...], k: int, n_steps: int
     ) -> Layout:
-        rows = max(capacity // num_envs, k + n_steps + 1)
-        grid = (rows, num_envs)
+        grid = (cls.rows_for(capacity, num_envs, k, n_steps), num_envs)
         return [
             ("frames", grid + tuple(frame_shape), "uint8"),
             ("actions", grid, "int64"),
@@ -174,11 +187,12 @@ class FrameReplay:
     def sampleable(self) -> tuple[np.ndarray, np.ndarray]:
         """Per column, the lowest and highest absolute row a transition can start at.
 
-        Row j needs rows j-k+1..j (its stack) not yet overwritten, and rows up to j+n
-        written (the n-step look-ahead and the next state's newest frame).
+        Row j needs rows j-k+1..j (its stack) not yet overwritten, and beyond them MARGIN
+        rows that a concurrent writer may be overwriting; and rows up to j+n written (the
+        n-step look-ahead and the next state's newest frame).
         """
         written = self.written.copy()
-        low = np.maximum(0, written - self.rows + self.k - 1)
+        low = np.maximum(0, written - self.rows + self.k - 1 + MARGIN)
         high = written - 1 - self.n_steps
         return low, high
 

@@ -47,8 +47,8 @@ class RunConfig:
         auto=0,
     )
     actors: int = doc(
-        "actor processes in parallel mode; 0 = the same actor code run in the "
-        "learner's process (serial, for debugging)",
+        "actor processes in parallel mode; 0 = n-env mode: the same actor in the "
+        "learner's process (one process, for debugging)",
         1,
         low=0,
         high=64,
@@ -140,7 +140,7 @@ class ExploreConfig:
     epsilon_final: float = doc("epsilon after epsilon_frames", 0.02, low=0.0, high=1.0)
     epsilon_frames: int = doc("frames of the linear decay", 100_000, low=1)
     actor_base: float = doc(
-        "parallel mode: 0 = every actor follows the schedule above; else "
+        "parallel mode with actor processes: 0 = every actor follows the schedule above; else "
         "actor i of N keeps the fixed epsilon base^(1 + 7i/(N-1)), as "
         "Ape-X (0.4 there)",
         0.0,

@@ -9,7 +9,7 @@ keeps the previous file.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +41,30 @@ class Checkpoint:
 
     @property
     def resumable(self) -> bool:
-        return self.learner is not None
+        return None not in (self.learner, self.stats, self.rng)
 
     def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items() if v is not None}
-        return {"format": FORMAT, "version": VERSION, **data}
+        # Shallow: dataclasses.asdict would deep-copy every tensor of the state dicts.
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            **{k: v for k, v in data.items() if v is not None},
+        }
 
     def policy(self, device: torch.device) -> DQN:
-        """The network with its weights, on ``device``, in eval mode, to play."""
+        """The network with its weights, on ``device``, in eval mode, to play; ConfigError
+        if the weights do not fit the network the checkpoint names."""
         net = DQN(tuple(self.obs_shape), self.actions, dueling=self.dueling, network=self.network)
-        net.to(device).load_state_dict(self.net)
-        return net.eval()
+        try:
+            net.load_state_dict(self.net)
+        except (RuntimeError, TypeError, AttributeError) as err:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise ConfigError(
+                f"checkpoint of {self.game}: its weights do not fit a {self.network} network "
+                f"for observations {list(self.obs_shape)} ({first[:160]})"
+            ) from None
+        return net.to(device).eval()
 
 
 def save_atomic(obj: dict[str, Any], path: Path) -> None:

@@ -28,8 +28,9 @@ def run_nenv(run: Run) -> None:
             preset.dqn.n_steps,
             preset.dqn.gamma,
         )
+        # The run's RNG explores too (as it samples): one stream, saved in checkpoints.
         actor = Actor(
-            venv, run.learner.net, replay, slice(None), preset.run.seed, plan.device, prof
+            venv, run.learner.net, replay, slice(None), preset.run.seed, run.rng, plan.device, prof
         )
         collected = 0  # transitions in this run's replay, which starts empty
         prof.restart()

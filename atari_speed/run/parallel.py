@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
+import numpy as np
 import torch
 
 from atari_speed.agent.actor import Actor, Game
@@ -36,7 +37,8 @@ from atari_speed.agent.networks import build_network
 from atari_speed.agent.replay import FrameReplay
 from atari_speed.agent.schedules import actor_epsilon, epsilon_at
 from atari_speed.core.errors import WorkerError
-from atari_speed.core.shm import arrays_over, attach, layout_nbytes
+from atari_speed.core.shm import arrays_over, layout_nbytes
+from atari_speed.core.shm import attach as attach_block
 from atari_speed.core.timing import Profiler
 from atari_speed.envs.vector import make_vector_env, quiet_children
 from atari_speed.run.plan import Plan
@@ -77,7 +79,9 @@ class Shared:
     """The shared blocks: replay, weights, and a control array (stop flag, weights
     version) beside frames per actor. ``create`` is the learner's, ``attach`` the actors'."""
 
-    def __init__(self, spec: SharedSpec, replay_shm: SharedMemory, small_shm: SharedMemory):
+    def __init__(
+        self, spec: SharedSpec, replay_shm: SharedMemory, small_shm: SharedMemory, attach: bool
+    ) -> None:
         self.spec, self.replay_shm, self.small_shm = spec, replay_shm, small_shm
         self.replay = FrameReplay(
             spec.capacity,
@@ -87,6 +91,7 @@ class Shared:
             spec.n_steps,
             spec.gamma,
             buffer=replay_shm.buf,
+            attach=attach,  # an actor must not reset what others are writing
         )
         arrays = arrays_over(small_shm.buf, self.small_layout(spec))
         self.control, self.frames, self.weights = (
@@ -109,14 +114,14 @@ class Shared:
         replay_shm = SharedMemory(create=True, size=FrameReplay.nbytes(*replay_args))
         small_shm = SharedMemory(create=True, size=layout_nbytes(cls.small_layout(spec)))
         named = replace(spec, replay_shm=replay_shm.name, small_shm=small_shm.name)
-        shared = cls(named, replay_shm, small_shm)
+        shared = cls(named, replay_shm, small_shm, attach=False)
         shared.control[:] = 0
         shared.frames[:] = 0
         return shared
 
     @classmethod
     def attach(cls, spec: SharedSpec) -> Shared:
-        return cls(spec, attach(spec.replay_shm), attach(spec.small_shm))
+        return cls(spec, attach_block(spec.replay_shm), attach_block(spec.small_shm), attach=True)
 
     def close(self, unlink: bool) -> None:
         # numpy views must go before the blocks can close
@@ -159,6 +164,7 @@ class ActorProcess:
         self.version = -1
         self.fixed_epsilon = actor_epsilon(preset.explore, index, preset.run.actors)
         envs = preset.run.envs
+        seed = preset.run.seed + 1000 * (index + 1)  # each actor its own envs and stream
         venv = make_vector_env(
             plan.pipeline,
             preset.env.game,
@@ -172,7 +178,8 @@ class ActorProcess:
                 self.net,
                 shared.replay,
                 slice(index * envs, (index + 1) * envs),
-                seed=preset.run.seed + 1000 * (index + 1),
+                seed=seed,
+                rng=np.random.default_rng(seed),
                 device=torch.device("cpu"),
                 prof=self.prof,
             )

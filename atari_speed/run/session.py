@@ -20,6 +20,7 @@ from atari_speed.agent.replay import Batch, FrameReplay
 from atari_speed.agent.schedules import UpdateSchedule, epsilon_at
 from atari_speed.core.errors import ConfigError
 from atari_speed.core.timing import Profiler
+from atari_speed.envs.pipeline import resolve_game
 from atari_speed.run.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from atari_speed.run.evaluation import Evaluation
 from atari_speed.run.plan import Plan
@@ -52,7 +53,6 @@ class Run:
         if resume:
             self.resume(load_checkpoint(resume))
         self.updates_at_start = self.learner.updates
-        self.frames_at_start = self.frames
         self.next_log = self.frames
         self.next_checkpoint = self.frames + preset.run.checkpoint_every
         self.next_eval = self.frames + preset.eval.every
@@ -150,7 +150,8 @@ class Run:
     def resume(self, checkpoint: Checkpoint) -> None:
         """Continue ``checkpoint``'s run, or raise ConfigError saying why it cannot be."""
         plan, dqn = self.plan, self.preset.dqn
-        if checkpoint.game != plan.game or checkpoint.actions != plan.actions:
+        game = resolve_game(checkpoint.game)  # older checkpoints: the name as given
+        if game != plan.game or checkpoint.actions != plan.actions:
             raise ConfigError(
                 f"--resume: the checkpoint is of {checkpoint.game} ({checkpoint.actions} "
                 f"actions), this run is {self.preset.env.game} ({plan.actions} actions)"

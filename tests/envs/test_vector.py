@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 
 import numpy as np
@@ -12,6 +15,7 @@ import pytest
 import atari_speed.envs.subproc as subproc
 import atari_speed.envs.vector as vector
 from atari_speed import ConfigError, WorkerError, make_vector_env, resolve_pipeline
+from tests.scripts import ROOT
 
 
 def run(env, steps, seed=0):
@@ -94,36 +98,71 @@ def test_killed_worker_is_named_within_seconds_and_nothing_is_left_running():
     assert not any(p.is_alive() for p in env.workers)
 
 
-def test_worker_exception_is_raised_naming_the_worker(monkeypatch):
-    step_envs = subproc.step_envs
+def in_fresh_process(code: str) -> None:
+    """Run ``code`` in a new interpreter and fail with its output if it fails.
 
-    def broken(envs, buf, first):
-        # Only worker 1 (envs 1..) fails: with both failing, which report arrives
-        # first is up to the scheduler, and either would be a right answer.
-        if first == 1:
-            raise ValueError("emulator on fire")
-        step_envs(envs, buf, first)
-
-    # Patched where the worker looks it up; inherited by forked workers.
-    monkeypatch.setattr(subproc, "step_envs", broken)
-    env = make_vector_env("book", "pong", 2, backend="subprocess", start_method="fork")
-    env.reset(seed=0)
-    with pytest.raises(
-        WorkerError,
-        match=r"env worker 1 failed during step: ValueError: "
-        r"emulator on fire",
-    ):
-        env.step(np.zeros(2, dtype=np.int64))
-    assert not any(p.is_alive() for p in env.workers)
+    The two tests below patch the worker's step function and fork workers, which inherit
+    the patch. Forking this pytest process is unsafe: after other tests it holds threads
+    (OpenCV's and torch's pools) whose locks a forked child can never take, and the child
+    then hangs at start. A fresh interpreter has none.
+    """
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr
 
 
-def test_hung_worker_times_out(monkeypatch):
-    monkeypatch.setattr(subproc, "step_envs", lambda envs, buf, first: time.sleep(60))
-    env = make_vector_env("book", "pong", 2, backend="subprocess", start_method="fork", timeout=1.0)
-    env.reset(seed=0)
-    with pytest.raises(WorkerError, match=r"gave no answer to step in 1 s"):
-        env.step(np.zeros(2, dtype=np.int64))
-    assert not any(p.is_alive() for p in env.workers)
+def test_worker_exception_is_raised_naming_the_worker():
+    # Only worker 1 (envs 1..) fails: with both failing, which report arrives first is up
+    # to the scheduler, and either would be a right answer.
+    in_fresh_process(
+        """
+        import numpy as np, pytest
+        import atari_speed.envs.subproc as subproc
+        from atari_speed import WorkerError, make_vector_env
+
+        step_envs = subproc.step_envs
+
+        def broken(envs, buf, first):
+            if first == 1:
+                raise ValueError("emulator on fire")
+            step_envs(envs, buf, first)
+
+        subproc.step_envs = broken  # where the worker looks it up; forked workers inherit it
+        env = make_vector_env("book", "pong", 2, backend="subprocess", start_method="fork")
+        env.reset(seed=0)
+        match = r"env worker 1 failed during step: ValueError: emulator on fire"
+        with pytest.raises(WorkerError, match=match):
+            env.step(np.zeros(2, dtype=np.int64))
+        assert not any(p.is_alive() for p in env.workers)
+        print("ok")
+        """
+    )
+
+
+def test_hung_worker_times_out():
+    in_fresh_process(
+        """
+        import time
+        import numpy as np, pytest
+        import atari_speed.envs.subproc as subproc
+        from atari_speed import WorkerError, make_vector_env
+
+        subproc.step_envs = lambda envs, buf, first: time.sleep(60)
+        env = make_vector_env(
+            "book", "pong", 2, backend="subprocess", start_method="fork", timeout=1.0
+        )
+        env.reset(seed=0)
+        with pytest.raises(WorkerError, match=r"gave no answer to step in 1 s"):
+            env.step(np.zeros(2, dtype=np.int64))
+        assert not any(p.is_alive() for p in env.workers)
+        print("ok")
+        """
+    )
 
 
 def test_subprocess_falls_back_to_sync_with_a_warning(monkeypatch):

@@ -1,0 +1,121 @@
+"""The one actor: batched actions, transitions into its own replay columns, games out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from atari_speed.agent.actor import Actor, Game
+from atari_speed.agent.replay import FrameReplay
+from atari_speed.core.timing import Profiler
+
+
+class ScriptedVectorEnv:
+    """Two envs with SAME_STEP autoreset and 2-frame stacks of 1x1 frames. Env e's frame t
+    of an episode shows 10 * (e + 1) + t. Env 0's episodes are truncated after 3 steps,
+    env 1's terminate after 4 (a whole game: reported in ``infos["episode"]``)."""
+
+    num_envs = 2
+    single_action_space = gym.spaces.Discrete(3)
+    stage_timer = None
+
+    def __init__(self) -> None:
+        self.t = np.zeros(2, np.int64)
+        self.actions: list[np.ndarray] = []
+
+    def _obs(self, t: np.ndarray) -> np.ndarray:
+        newest = 10 * np.arange(1, 3) + t
+        older = np.where(t > 0, newest - 1, 0)
+        return np.stack([older, newest], axis=1).astype(np.uint8).reshape(2, 2, 1, 1)
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        self.t[:] = 0
+        return self._obs(self.t), {}
+
+    def step(self, actions: np.ndarray):
+        self.actions.append(actions.copy())
+        self.t += 1
+        truncated = np.array([self.t[0] == 3, False])
+        terminated = np.array([False, self.t[1] == 4])
+        ended = truncated | terminated
+        infos: dict[str, Any] = {}
+        if ended.any():
+            infos["final_obs"], infos["_final_obs"] = self._obs(self.t), ended
+        if terminated[1]:
+            infos["episode"] = {"r": np.array([0.0, 5.0]), "l": np.array([0, 4])}
+            infos["_episode"] = np.array([False, True])
+        self.t[ended] = 0
+        return self._obs(self.t), np.ones(2, np.float32), terminated, truncated, infos
+
+    def worker_profiles(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class TinyQ(torch.nn.Module):
+    """Q-values from a 2-frame observation of 1x1 frames."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(2, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x.float().flatten(1))
+
+
+def test_actor_writes_its_columns_and_reports_games():
+    gamma = 0.5
+    replay = FrameReplay(200, 4, (1, 1, 1), 2, n_steps=1, gamma=gamma)
+    venv = ScriptedVectorEnv()
+    actor = Actor(
+        venv,
+        TinyQ(),
+        replay,
+        slice(2, 4),
+        0,
+        np.random.default_rng(0),
+        torch.device("cpu"),
+        Profiler(),
+    )
+    games = [actor.step(epsilon=0.5) for _ in range(12)]
+    assert games[3] == [Game(5.0, 4)] and games[7] == [Game(5.0, 4)]
+    assert sum(len(g) for g in games) == 3
+    # Columns 0-1 belong to someone else; env 0 wrote 4 tail rows (truncations at steps 3,
+    # 6, 9, 12) beside its 12 transitions.
+    assert replay.written.tolist() == [0, 0, 16, 12]
+    batch = replay.sample(500, np.random.default_rng(0))
+    assert set(batch.env.tolist()) == {2, 3}
+    for b in range(500):
+        newest, nxt = int(batch.states[b, -1, 0, 0]), int(batch.next_states[b, -1, 0, 0])
+        if newest in (13, 24):
+            pytest.fail(f"state {newest} is an episode's final observation, no transition")
+        if newest == 12:  # the truncated step: bootstraps from the final observation
+            assert nxt == 13 and batch.discounts[b] == pytest.approx(gamma)
+        elif newest == 23:  # the terminated step: no bootstrap
+            assert batch.discounts[b] == 0.0
+        else:
+            assert nxt == newest + 1 and batch.discounts[b] == pytest.approx(gamma)
+
+
+def test_greedy_actor_acts_with_the_network_and_random_one_without():
+    replay = FrameReplay(100, 2, (1, 1, 1), 2)
+    venv = ScriptedVectorEnv()
+    net = TinyQ()
+    with torch.no_grad():
+        net.linear.weight.zero_()
+        net.linear.bias[:] = torch.tensor([0.0, 0.0, 1.0])  # action 2 is always best
+    actor = Actor(
+        venv, net, replay, slice(None), 0, np.random.default_rng(0), torch.device("cpu"), Profiler()
+    )
+    for _ in range(5):
+        actor.step(epsilon=0.0)
+    assert all((a == 2).all() for a in venv.actions)
+    for _ in range(50):
+        actor.step(epsilon=1.0)
+    assert {int(a) for step in venv.actions[5:] for a in step} == {0, 1, 2}
