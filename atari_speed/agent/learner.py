@@ -30,7 +30,7 @@ class Learner:
         cfg: DQNConfig,
         device: torch.device,
         channels_last: bool = False,
-        amp: bool = False,
+        bf16: bool = False,
         prof: Profiler | None = None,
     ) -> None:
         self.cfg, self.device = cfg, device
@@ -44,11 +44,10 @@ class Learner:
         self.optimizer = torch.optim.Adam(
             self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
         )
-        # bf16 autocast of the forward passes, on CUDA only: bf16 keeps fp32's exponent
-        # range, so no loss scaling is needed, and the loss itself is computed in fp32.
-        # On a CPU without bf16 units it is far slower (docs/train_speed.md), so it is off;
-        # so too on GPUs without bf16 (pre-Ampere).
-        self.amp = amp and device.type == "cuda" and torch.cuda.is_bf16_supported()
+        # bf16 autocast of the forward passes: bf16 keeps fp32's exponent range, so no loss
+        # scaling is needed, and the loss itself is computed in fp32. Whether it pays
+        # depends on the hardware (run.precision; auto measures it).
+        self.amp = bf16
         self.updates = 0
         self._loss_sum = torch.zeros((), device=device)
         self._loss_count = 0

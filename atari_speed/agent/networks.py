@@ -9,7 +9,7 @@ from atari_speed.core.config import NETWORKS, DQNConfig
 from atari_speed.core.errors import ConfigError
 
 
-def _torso(name: str, channels: int) -> tuple[list[nn.Module], int]:
+def _torso(name: str, channels: int, layer_norm: bool) -> tuple[list[nn.Module], int]:
     """Conv layers and hidden width of each network kind."""
     if name == "nature":  # Mnih et al. 2015, 84x84 input
         convs = [(32, 8, 4), (64, 4, 2), (64, 3, 1)]
@@ -24,14 +24,26 @@ def _torso(name: str, channels: int) -> tuple[list[nn.Module], int]:
         raise ValueError(f"unknown network {name!r}; one of {', '.join(NETWORKS)}")
     layers: list[nn.Module] = []
     for out, kernel, stride in convs:
-        layers += [nn.Conv2d(channels, out, kernel_size=kernel, stride=stride), nn.ReLU()]
+        layers.append(nn.Conv2d(channels, out, kernel_size=kernel, stride=stride))
+        if layer_norm:
+            # Normalises each sample over (C, H, W), as LayerNorm would, whatever the frame
+            # size; the learned scale and shift are per channel.
+            layers.append(nn.GroupNorm(1, out))
+        layers.append(nn.ReLU())
         channels = out
     return [*layers, nn.Flatten()], hidden
 
 
+def _mlp(size: int, hidden: int, out: int, layer_norm: bool) -> nn.Sequential:
+    norm = [nn.LayerNorm(hidden)] if layer_norm else []
+    return nn.Sequential(nn.Linear(size, hidden), *norm, nn.ReLU(), nn.Linear(hidden, out))
+
+
 class DQN(nn.Module):
     """A DQN CNN over uint8 frames scaled /255: ``network`` picks the conv torso (see
-    ``NETWORKS``); with ``dueling`` the head splits into value and advantage streams."""
+    ``NETWORKS``); with ``dueling`` the head splits into value and advantage streams; with
+    ``layer_norm`` every hidden layer is normalised before its ReLU (PQN's recipe: it keeps
+    TD learning stable without a target network)."""
 
     def __init__(
         self,
@@ -39,16 +51,17 @@ class DQN(nn.Module):
         actions: int,
         dueling: bool = False,
         network: str = "nature",
+        layer_norm: bool = False,
     ) -> None:
         super().__init__()
-        layers, hidden = _torso(network, in_shape[0])
+        layers, hidden = _torso(network, in_shape[0], layer_norm)
         self.conv = nn.Sequential(*layers)
         with torch.no_grad():
             size = self.conv(torch.zeros(1, *in_shape)).shape[1]
         self.dueling = dueling
-        self.head = nn.Sequential(nn.Linear(size, hidden), nn.ReLU(), nn.Linear(hidden, actions))
+        self.head = _mlp(size, hidden, actions, layer_norm)
         if dueling:
-            self.value = nn.Sequential(nn.Linear(size, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+            self.value = _mlp(size, hidden, 1, layer_norm)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         features = self.conv(x.float() / 255.0)
@@ -68,5 +81,8 @@ def pick_device(name: str) -> torch.device:
 
 
 def build_network(cfg: DQNConfig, obs_shape: tuple[int, ...], actions: int) -> DQN:
-    """The preset's network (``dqn.network``, ``dqn.dueling``) for these observations."""
-    return DQN(obs_shape, actions, dueling=cfg.dueling, network=cfg.network)
+    """The preset's network (``dqn.network``, ``dueling``, ``layer_norm``) for these
+    observations."""
+    return DQN(
+        obs_shape, actions, dueling=cfg.dueling, network=cfg.network, layer_norm=cfg.layer_norm
+    )

@@ -2,8 +2,10 @@
 
 Every variant logs to its own directory under one parent with the same TensorBoard tags
 (``tensorboard --logdir <parent>`` overlays them). The parent gets the book-style table
-as ``ablation.md`` and ``ablation.json``, and ``ablation.png``, a bar chart of FPS and
-time per variant.
+as ``ablation.md`` and ``ablation.json`` (with the wall time each variant's smoothed
+score took to reach -15, 0 and its stop reward), ``ablation.png``, a bar chart of FPS and
+time per variant, and ``ablation-curves.png``, every variant's smoothed score against wall
+time.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from atari_speed.core.config import Preset
 from atari_speed.run.checkpoint import write_text_atomic
 
@@ -25,6 +29,9 @@ COLUMNS = (
     "time",
     "delta time",
     "frames to solve",
+    "to -15",
+    "to 0",
+    "to solve",
     "best smoothed reward",
 )
 
@@ -53,6 +60,11 @@ def row(name: str, run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
         "frames_to_solve": summary["solved_at_frames"] if solved else None,
         "best_avg_reward": summary["best_avg_reward"],
         "interrupted": bool(summary.get("interrupted")),
+        # seconds to the first smoothed -15, 0 and stop reward, where reached
+        "to_seconds": {
+            level: when["seconds"] for level, when in summary.get("reached", {}).items()
+        },
+        "stop_reward": summary["preset"]["run"]["stop_reward"],
     }
 
 
@@ -90,16 +102,20 @@ def markdown(title: str, rows: list[dict[str, Any]]) -> str:
             time_text += " (interrupted)"
         best = r["best_avg_reward"]
         solve_frames = r["frames_to_solve"]
+        to = r.get("to_seconds", {})
+        levels = ("-15", "0", f"{r.get('stop_reward', 18.0):g}")
+        reached = " | ".join(_minutes(to[k]) if k in to else "" for k in levels)
         lines.append(
             f"| {r['variant']} | {r['fps']:.1f} | {_pct(r['delta_fps'])} | {time_text} | "
             f"{_pct(r['delta_seconds'])} | "
-            f"{'' if solve_frames is None else f'{solve_frames:,}'} | "
+            f"{'' if solve_frames is None else f'{solve_frames:,}'} | {reached} | "
             f"{'' if best is None else f'{best:.1f}'} |"
         )
     lines += [
         "",
         "FPS: agent steps per second summed over envs, after the replay warm-up. Time: to "
-        "solve (smoothed reward >= stop_reward), else the whole run. Deltas are against "
+        "solve (smoothed reward >= stop_reward), else the whole run. To -15 / 0 / solve: "
+        "wall time until the smoothed game score first reached it. Deltas are against "
         "the first row.",
     ]
     return "\n".join(lines) + "\n"
@@ -132,6 +148,34 @@ def plot(title: str, rows: list[dict[str, Any]], path: Path) -> None:
     os.replace(tmp, path)
 
 
+def plot_curves(title: str, rows: list[dict[str, Any]], path: Path) -> None:
+    """Every variant's smoothed game score against wall time (from its scores.csv)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for r in rows:
+        log = Path(r["run_dir"]) / "scores.csv"
+        if not log.is_file():
+            continue
+        data = np.loadtxt(log, delimiter=",", skiprows=1, ndmin=2)
+        if len(data):
+            ax.plot(data[:, 0] / 60, data[:, 3], label=r["variant"])
+    ax.set_xlabel("wall time (minutes)")
+    ax.set_ylabel("smoothed game score")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
 def write_outputs(title: str, parent: Path, rows: list[dict[str, Any]]) -> str:
     table = markdown(title, rows)
     write_text_atomic(parent / "ablation.md", table)
@@ -140,6 +184,7 @@ def write_outputs(title: str, parent: Path, rows: list[dict[str, Any]]) -> str:
     )
     if rows:
         plot(title, rows, parent / "ablation.png")
+        plot_curves(title, rows, parent / "ablation-curves.png")
     return table
 
 

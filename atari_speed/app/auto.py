@@ -1,4 +1,5 @@
-"""Choosing mode, env count, env backend and thread split from the machine at hand.
+"""Choosing mode, env count, env backend, thread split and precision from the machine at
+hand.
 
 ``detect()`` looks at cores, memory and GPU. ``calibrate()`` measures, in a few seconds,
 what decides the choice: env steps per second on each backend that works here, and the
@@ -14,7 +15,9 @@ The rules follow the measurements in docs/train_speed.md and docs/env_speed.md:
   large enough to matter;
 - batched inference costs about the same for 1 or 8 observations on a CPU, so 8 envs cost
   no more per step than one; on a GPU a larger batch of envs is nearly free;
-- ale-py's native vector env steps fastest where the pipeline maps onto it.
+- ale-py's native vector env steps fastest where the pipeline maps onto it;
+- bf16 is taken where one update measured in it beats fp32 by 10%: CPUs with AMX or
+  AVX512-BF16 units and recent GPUs run it much faster, other CPUs slower.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,6 +51,9 @@ class Machine:
     env_steps: dict[str, float] = field(default_factory=dict)
     env_errors: dict[str, str] = field(default_factory=dict)
     update_ms: float | None = None  # one SGD update of the preset's network and batch
+    update_ms_bf16: float | None = None  # the same in bf16, when the choice needs it
+    cpu: str = ""  # the CPU's model name
+    cpu_bf16: list[str] = field(default_factory=list)  # its bf16 units: amx_bf16, avx512_bf16
 
     def describe(self) -> list[str]:
         lines = [
@@ -60,11 +67,32 @@ class Machine:
             lines.append(f"env backend {backend}: works, {rate:,.0f} steps/s (8 envs)")
         for backend, error in self.env_errors.items():
             lines.append(f"env backend {backend}: unavailable ({error})")
+        lines.insert(0, f"cpu: {self.cpu or 'unknown'} (bf16 units: {bf16_units(self)})")
         if self.update_ms is not None:
             lines.append(
                 f"one SGD update (this preset's network and batch): {self.update_ms:.1f} ms"
             )
+        if self.update_ms_bf16 is not None:
+            lines.append(f"the same update in bf16: {self.update_ms_bf16:.1f} ms")
         return lines
+
+
+def bf16_units(machine: Machine) -> str:
+    return ", ".join(machine.cpu_bf16) or "none"
+
+
+def cpu_info() -> tuple[str, list[str]]:
+    """The CPU's model name and its bf16 flags, from /proc/cpuinfo ('' and [] elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "", []
+    model = next(
+        (ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), ""
+    )
+    flags_line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    flags = set(flags_line.split(":", 1)[-1].split())
+    return model, sorted(flags & {"amx_bf16", "amx_tile", "avx512_bf16"})
 
 
 def detect() -> Machine:
@@ -76,12 +104,15 @@ def detect() -> Machine:
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         gpu, gpu_memory = props.name, props.total_memory / 1e9
+    cpu, cpu_bf16 = cpu_info()
     return Machine(
         cores=cores or 1,
         memory_gb=memory,
         gpu=gpu,
         gpu_memory_gb=gpu_memory,
         torch_threads=torch.get_num_threads(),
+        cpu=cpu,
+        cpu_bf16=cpu_bf16,
     )
 
 
@@ -118,26 +149,33 @@ def fake_batch(
     )
 
 
-def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int) -> float:
+def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int, bf16: bool) -> float:
+    """Milliseconds of one SGD update of the preset's learner: a DQN batch, or one PQN
+    minibatch; the median of 5 after one that warms caches."""
     import torch
 
-    from atari_speed.agent.learner import Learner
     from atari_speed.agent.networks import build_network, pick_device
 
     device = pick_device(preset.run.device)
-    learner = Learner(
-        build_network(preset.dqn, obs_shape, actions),
-        preset.dqn,
-        device,
-        channels_last=preset.run.channels_last,
-        amp=preset.run.amp,
-    )
-    dqn = preset.dqn
-    batch = fake_batch(dqn.batch_size, obs_shape, actions, dqn.gamma**dqn.n_steps)
+    net = build_network(preset.dqn, obs_shape, actions)
+    dqn, pqn = preset.dqn, preset.pqn
+    if dqn.algorithm == "pqn":
+        from atari_speed.agent.pqn import QLambdaLearner
+
+        learner = QLambdaLearner(net, dqn, pqn, device, bf16=bf16)
+        size = max((preset.run.envs or 16) * pqn.rollout // pqn.minibatches, 1)
+        batch = fake_batch(size, obs_shape, actions)
+        args = (torch.from_numpy(batch.states), torch.from_numpy(batch.actions))
+        args += (torch.from_numpy(batch.returns),)
+    else:
+        from atari_speed.agent.learner import Learner
+
+        learner = Learner(net, dqn, device, channels_last=preset.run.channels_last, bf16=bf16)
+        args = (fake_batch(dqn.batch_size, obs_shape, actions, dqn.gamma**dqn.n_steps),)
     times = []
     for _ in range(6):
         start = time.perf_counter()
-        learner.step(batch)
+        learner.step(*args)
         if device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
@@ -162,7 +200,10 @@ def calibrate(machine: Machine, preset: Preset, seconds: float = 1.0) -> Machine
     probe = make_env(pipeline, preset.env.game)
     shape, actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
     probe.close()
-    machine.update_ms = _update_ms(preset, shape, actions)
+    run = preset.run
+    machine.update_ms = _update_ms(preset, shape, actions, bf16=run.precision == "bf16")
+    if run.precision == AUTO:
+        machine.update_ms_bf16 = _update_ms(preset, shape, actions, bf16=True)
     return machine
 
 
@@ -220,6 +261,8 @@ def choose_mode(preset: Preset, machine: Machine, backend: str) -> tuple[str, li
     learner trains and the envs are a large enough share of a frame; else n-env."""
     if preset.run.mode != AUTO:
         return preset.run.mode, []
+    if preset.dqn.algorithm == "pqn":
+        return "n-env", ["mode n-env: PQN collects its rollouts in the learner's process"]
     env_ms, learn_ms = frame_split(preset, machine, backend)
     env_share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
     spare = machine.cores >= 4
@@ -260,13 +303,31 @@ def choose_threads(preset: Preset, machine: Machine, mode: str) -> tuple[int, li
     return threads, [f"learner threads {threads}: one core left for the actor's envs"]
 
 
+def choose_precision(preset: Preset, machine: Machine) -> tuple[str, list[str]]:
+    """run.precision: as set; else bf16 where one update measured in it is 10% faster."""
+    if preset.run.precision != AUTO:
+        return preset.run.precision, []
+    fp32, bf16 = machine.update_ms, machine.update_ms_bf16
+    where = machine.gpu or f"{machine.cpu or 'this CPU'} (bf16 units: {bf16_units(machine)})"
+    if fp32 is None or bf16 is None:
+        return "fp32", ["precision fp32: no update was measured to compare"]
+    faster = bf16 < 0.9 * fp32
+    return ("bf16" if faster else "fp32"), [
+        f"precision {'bf16' if faster else 'fp32'}: one update took {bf16:.1f} ms in bf16 "
+        f"against {fp32:.1f} ms in fp32 on {where}"
+    ]
+
+
 def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
     """Fill in the preset's ``auto`` fields; return it and the choices with reasons."""
     backend, why_backend = choose_backend(preset, machine)
     mode, why_mode = choose_mode(preset, machine, backend)
     envs, why_envs = choose_envs(preset, machine)
     threads, why_threads = choose_threads(preset, machine, mode)
-    chosen = preset.replace("run", mode=mode, envs=envs, learner_threads=threads)
+    precision, why_precision = choose_precision(preset, machine)
+    chosen = preset.replace(
+        "run", mode=mode, envs=envs, learner_threads=threads, precision=precision
+    )
     chosen = chosen.replace("env", backend=backend)
     check_consistency("auto configuration", chosen)
     choices = {
@@ -274,19 +335,26 @@ def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
         "envs": envs,
         "backend": backend,
         "learner_threads": threads,
-        "why": why_backend + why_mode + why_envs + why_threads,
+        "precision": precision,
+        "why": why_backend + why_mode + why_envs + why_threads + why_precision,
         "machine": {
             "cores": machine.cores,
+            "cpu": machine.cpu,
+            "cpu_bf16_units": machine.cpu_bf16,
             "gpu": machine.gpu,
             "env_steps_per_s": {k: round(v) for k, v in machine.env_steps.items()},
             "update_ms": None if machine.update_ms is None else round(machine.update_ms, 2),
+            "update_ms_bf16": None
+            if machine.update_ms_bf16 is None
+            else round(machine.update_ms_bf16, 2),
         },
     }
     return chosen, choices
 
 
 def needs_choice(preset: Preset) -> bool:
-    return preset.run.mode == AUTO or preset.run.envs == 0 or preset.env.backend == AUTO
+    run = preset.run
+    return AUTO in (run.mode, preset.env.backend, run.precision) or run.envs == 0
 
 
 def resolve(preset: Preset, quiet: bool = False) -> tuple[Preset, dict[str, Any]]:

@@ -100,14 +100,15 @@ def check_main(preset_name: str, overrides: list[str]) -> int:
     preset = load_preset(preset_name, overrides)
     machine = detect()
     print(f"checking this machine with {preset.name}'s pipeline and network (a few seconds)...")
-    calibrate(machine, preset)
-    print("\n".join(machine.describe()))
     # Show the choice for every auto field, even ones this preset fixes.
-    probe = preset.replace("run", mode=AUTO, envs=0).replace("env", backend=AUTO)
+    probe = preset.replace("run", mode=AUTO, envs=0, precision=AUTO).replace("env", backend=AUTO)
+    calibrate(machine, probe)
+    print("\n".join(machine.describe()))
     _, choices = choose(probe, machine)
     print(
         f"\nauto would choose: mode {choices['mode']}, {choices['envs']} envs, "
-        f"backend {choices['backend']}, learner threads {choices['learner_threads'] or 'all'}"
+        f"backend {choices['backend']}, learner threads {choices['learner_threads'] or 'all'}, "
+        f"precision {choices['precision']}"
     )
     for line in choices["why"]:
         print(f"  {line}")
@@ -117,6 +118,7 @@ def check_main(preset_name: str, overrides: list[str]) -> int:
             ("run.mode", preset.run.mode, preset.run.mode == AUTO),
             ("run.envs", preset.run.envs, preset.run.envs == 0),
             ("env.backend", preset.env.backend, preset.env.backend == AUTO),
+            ("run.precision", preset.run.precision, preset.run.precision == AUTO),
         )
         if not auto
     ]

@@ -79,9 +79,15 @@ class RunConfig:
     )
     log_every: int = doc("frames between TensorBoard scalars and summary.json", 2_000, low=1)
     amp: bool = doc(
-        "bf16 autocast of the learner's forward passes on CUDA (ignored on a CPU, where it "
-        "is slower)",
+        "the older switch for bf16 on CUDA only (ignored on a CPU); run.precision supersedes it",
         False,
+    )
+    precision: str = doc(
+        "fp32 | bf16 | auto: bf16 autocasts the network's forward and backward passes (the "
+        "loss and the optimizer's state stay fp32); auto takes bf16 where one update measured "
+        "at start is faster in it (CPUs with AMX or AVX512-BF16, recent GPUs), and says so",
+        "fp32",
+        choices=("fp32", "bf16", "auto"),
     )
     profile: bool = doc(
         "time every stage of every process (train.py --profile): a table at the end, "
@@ -107,8 +113,18 @@ class EnvConfig:
     )
 
 
+ALGORITHMS = ("dqn", "pqn")
+OPTIMIZERS = ("adam", "radam")
+
+
 @dataclass(frozen=True)
 class DQNConfig:
+    algorithm: str = doc(
+        "dqn (replay buffer, target network) | pqn (vectorised Q(lambda) on rollouts: no "
+        "replay, no target network; see [pqn])",
+        "dqn",
+        choices=ALGORITHMS,
+    )
     learning_rate: float = doc("Adam learning rate", 1e-4, low=0.0, high=1.0)
     adam_eps: float = doc("Adam epsilon", 1e-8, low=0.0, high=1.0)
     gamma: float = doc("discount", 0.99, low=0.0, high=1.0)
@@ -125,7 +141,21 @@ class DQNConfig:
         choices=NETWORKS,
     )
     dueling: bool = doc("dueling head", False)
+    layer_norm: bool = doc("normalise every hidden layer before its ReLU (PQN needs it)", False)
     huber: bool = doc("Huber loss instead of the book's MSE", False)
+
+
+@dataclass(frozen=True)
+class PQNConfig:
+    rollout: int = doc("steps of every env per rollout (dqn.algorithm = pqn)", 64, low=1)
+    epochs: int = doc("passes of SGD over each rollout", 4, low=1)
+    minibatches: int = doc("minibatches per epoch; envs x rollout must divide by it", 4, low=1)
+    q_lambda: float = doc(
+        "lambda of the Q(lambda) returns: 0 = 1-step, 1 = Monte Carlo", 0.65, low=0.0, high=1.0
+    )
+    optimizer: str = doc("adam | radam", "radam", choices=OPTIMIZERS)
+    max_grad_norm: float = doc("clip the gradient's norm to this; 0 = no clipping", 10.0, low=0.0)
+    lr_decay: bool = doc("decay the learning rate linearly to 0 over run.frames", True)
 
 
 @dataclass(frozen=True)
@@ -161,6 +191,7 @@ class Preset:
     run: RunConfig = field(default_factory=RunConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
+    pqn: PQNConfig = field(default_factory=PQNConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     explore: ExploreConfig = field(default_factory=ExploreConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -237,6 +268,9 @@ def apply(source: str, preset: Preset, raw: Mapping[str, Any]) -> Preset:
 
 
 def check_consistency(source: str, preset: Preset) -> None:
+    if preset.dqn.algorithm == "pqn":
+        _check_pqn(source, preset)
+        return
     if preset.replay.initial > preset.replay.size:
         raise ConfigError(
             f"{source}: [replay] initial = {preset.replay.initial} exceeds size = "
@@ -256,6 +290,20 @@ def check_consistency(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [run] envs = {preset.run.envs} with mode = 'baseline'; the book's "
             "baseline steps 1 env: use mode = 'n-env' for more"
+        )
+
+
+def _check_pqn(source: str, preset: Preset) -> None:
+    run, pqn = preset.run, preset.pqn
+    if run.mode in ("baseline", "parallel"):
+        raise ConfigError(
+            f"{source}: [dqn] algorithm = 'pqn' with mode = {run.mode!r}; PQN runs in n-env "
+            "mode (use mode = 'n-env' or 'auto'); baseline mode is the book's DQN"
+        )
+    if run.envs and (run.envs * pqn.rollout) % pqn.minibatches:
+        raise ConfigError(
+            f"{source}: [pqn] minibatches = {pqn.minibatches} does not divide a rollout of "
+            f"{run.envs} envs x {pqn.rollout} steps = {run.envs * pqn.rollout} transitions"
         )
 
 

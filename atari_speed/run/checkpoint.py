@@ -35,6 +35,7 @@ class Checkpoint:
     frames: int  # agent steps trained, all envs
     net: dict[str, torch.Tensor]  # the online network's weights
     network: str = "nature"  # dqn.network; checkpoints from before that field are Nature's
+    layer_norm: bool = False  # dqn.layer_norm (PQN's networks)
     learner: dict[str, Any] | None = None  # target net, optimizer, updates: to resume
     stats: dict[str, Any] | None = None  # the tracker's scores and wall time: to resume
     rng: dict[str, Any] | None = None  # numpy and torch RNG states: to resume
@@ -55,7 +56,13 @@ class Checkpoint:
     def policy(self, device: torch.device) -> DQN:
         """The network with its weights, on ``device``, in eval mode, to play; ConfigError
         if the weights do not fit the network the checkpoint names."""
-        net = DQN(tuple(self.obs_shape), self.actions, dueling=self.dueling, network=self.network)
+        net = DQN(
+            tuple(self.obs_shape),
+            self.actions,
+            dueling=self.dueling,
+            network=self.network,
+            layer_norm=self.layer_norm,
+        )
         try:
             net.load_state_dict(self.net)
         except (RuntimeError, TypeError, AttributeError) as err:

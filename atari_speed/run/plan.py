@@ -28,6 +28,7 @@ class Plan:
     obs_shape: tuple[int, ...]  # one observation, (k*C, H, W)
     actions: int
     device: torch.device
+    bf16: bool = False  # autocast the network's passes to bf16 (run.precision)
     choices: dict[str, Any] = field(default_factory=dict)  # what auto chose, and why
 
     @property
@@ -62,13 +63,17 @@ class Plan:
         return (self.obs_shape[0] // self.stack, *self.obs_shape[1:])
 
 
-def make_plan(preset: Preset, choices: dict[str, Any] | None = None) -> Plan:
+def make_plan(preset: Preset, choices: dict[str, Any] | None = None, bf16: bool = False) -> Plan:
     """Resolve ``preset`` into a plan; ConfigError if an ``auto`` field is left unchosen."""
     run, env = preset.run, preset.env
-    if "auto" in (run.mode, env.backend) or run.envs == 0:
+    if "auto" in (run.mode, env.backend, run.precision) or run.envs == 0:
         raise ConfigError(
-            "run.mode, run.envs or env.backend is 'auto': choose them first (app/auto.py)"
+            "run.mode, run.envs, run.precision or env.backend is 'auto': choose them first "
+            "(app/auto.py)"
         )
+    device = pick_device(run.device)
+    cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    bf16 = run.precision == "bf16" or (run.amp and cuda_bf16)
     pipeline = resolve_pipeline(env.pipeline, env.image_backend or None)
     probe = make_env(pipeline, env.game)
     obs_shape, actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
@@ -84,6 +89,7 @@ def make_plan(preset: Preset, choices: dict[str, Any] | None = None) -> Plan:
         game=resolve_game(env.game),
         obs_shape=obs_shape,
         actions=actions,
-        device=pick_device(run.device),
+        device=device,
+        bf16=bf16,
         choices=choices,
     )

@@ -16,6 +16,7 @@ import torch
 from atari_speed.agent.actor import Game
 from atari_speed.agent.learner import Learner
 from atari_speed.agent.networks import build_network
+from atari_speed.agent.pqn import QLambdaLearner
 from atari_speed.agent.replay import Batch, FrameReplay
 from atari_speed.agent.schedules import UpdateSchedule, epsilon_at
 from atari_speed.core.errors import ConfigError
@@ -38,14 +39,21 @@ class Run:
         self.prof = Profiler(preset.run.profile, sync=torch.cuda.synchronize if cuda else None)
         self.profiles: dict[str, dict[str, Any]] = {}
         torch.manual_seed(preset.run.seed)
-        self.learner = Learner(
-            build_network(preset.dqn, plan.obs_shape, plan.actions),
-            preset.dqn,
-            plan.device,
-            channels_last=preset.run.channels_last,
-            amp=preset.run.amp,
-            prof=self.prof,
-        )
+        net = build_network(preset.dqn, plan.obs_shape, plan.actions)
+        self.learner: Learner | QLambdaLearner
+        if preset.dqn.algorithm == "pqn":
+            self.learner = QLambdaLearner(
+                net, preset.dqn, preset.pqn, plan.device, bf16=plan.bf16, prof=self.prof
+            )
+        else:
+            self.learner = Learner(
+                net,
+                preset.dqn,
+                plan.device,
+                channels_last=preset.run.channels_last,
+                bf16=plan.bf16,
+                prof=self.prof,
+            )
         self.schedule = UpdateSchedule(preset.dqn.train_every, preset.replay.initial)
         self.rng = np.random.default_rng(preset.run.seed)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -137,6 +145,7 @@ class Run:
             actions=plan.actions,
             dueling=self.preset.dqn.dueling,
             network=self.preset.dqn.network,
+            layer_norm=self.preset.dqn.layer_norm,
             frames=self.frames,
             net=net_state if net_state is not None else self.learner.net.state_dict(),
             learner=self.learner.state_dict() if resumable else None,

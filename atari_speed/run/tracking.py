@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,14 @@ from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.plan import Plan
 
 EMA_ALPHA = 0.98  # the book's smoothing of episode rewards
+MILESTONES = (-15.0, 0.0)  # smoothed scores whose first time is recorded, with stop_reward
 
 
 @dataclass
 class Scores:
     """Whole-game scores: the count, the last, the smoothed (EMA) and its best, and when
-    the smoothed score first reached ``stop_reward`` (seconds, frames)."""
+    (seconds, frames) the smoothed score first reached each milestone and ``stop_reward``
+    (solved)."""
 
     stop_reward: float
     episodes: int = 0
@@ -35,6 +37,7 @@ class Scores:
     smoothed: float | None = None
     best_smoothed: float | None = None
     solved_at: tuple[float, int] | None = None
+    reached: dict[str, tuple[float, int]] = field(default_factory=dict)  # "-15" -> when
 
     def add(self, game: Game, seconds: float, frames: int) -> bool:
         """Count a finished game; True if the smoothed score reached a new best."""
@@ -46,6 +49,9 @@ class Scores:
         )
         if self.solved_at is None and self.smoothed >= self.stop_reward:
             self.solved_at = (seconds, frames)
+        for level in (*MILESTONES, self.stop_reward):
+            if self.smoothed >= level:
+                self.reached.setdefault(f"{level:g}", (seconds, frames))
         if self.best_smoothed is None or self.smoothed > self.best_smoothed:
             self.best_smoothed = self.smoothed
             return True
@@ -87,7 +93,12 @@ class Tracker:
 
     def game(self, game: Game) -> bool:
         """Record a finished game; True if the smoothed score reached a new best."""
-        improved = self.scores.add(game, self.seconds, self.frames)
+        seconds = self.seconds
+        improved = self.scores.add(game, seconds, self.frames)
+        with open(self.run_dir / "scores.csv", "a") as log:  # the curve against wall time
+            if log.tell() == 0:
+                log.write("seconds,frames,score,smoothed\n")
+            log.write(f"{seconds:.2f},{self.frames},{game.score:g},{self.scores.smoothed:.4f}\n")
         w, f = self.writer, self.frames
         w.add_scalar("episode/reward", game.score, f)
         w.add_scalar("episode/reward_smoothed", self.scores.smoothed, f)
@@ -156,18 +167,38 @@ class Tracker:
             "solved": s.solved_at is not None,
             "solved_at_seconds": None if s.solved_at is None else round(s.solved_at[0], 2),
             "solved_at_frames": None if s.solved_at is None else s.solved_at[1],
+            "reached": {
+                level: {"seconds": round(when[0], 2), "frames": when[1]}
+                for level, when in s.reached.items()
+            },
             "mode": self.plan.mode,
             "envs": self.plan.total_envs,
             "device": str(self.plan.device),
             "torch_threads": torch.get_num_threads(),
-            "update_to_data": {
-                "batch_size": preset.dqn.batch_size,
-                "train_every": preset.dqn.train_every,
-                "samples_per_frame": preset.dqn.batch_size / preset.dqn.train_every,
-            },
+            "algorithm": preset.dqn.algorithm,
+            "precision": "bf16" if self.plan.bf16 else "fp32",
+            "update_to_data": self.update_to_data(),
             "choices": self.choices,
             "preset": preset.to_dict(),
             "pipeline": self.plan.pipeline,
+        }
+
+    def update_to_data(self) -> dict[str, Any]:
+        """Gradient samples per frame: DQN's batch per train_every frames; PQN's epochs
+        over every transition of a rollout."""
+        dqn, pqn = self.plan.preset.dqn, self.plan.preset.pqn
+        if dqn.algorithm == "pqn":
+            size = self.plan.preset.run.envs * pqn.rollout
+            return {
+                "rollout": size,
+                "minibatch": size // pqn.minibatches,
+                "epochs": pqn.epochs,
+                "samples_per_frame": float(pqn.epochs),
+            }
+        return {
+            "batch_size": dqn.batch_size,
+            "train_every": dqn.train_every,
+            "samples_per_frame": dqn.batch_size / dqn.train_every,
         }
 
     def fps_after_warmup(self) -> float | None:
@@ -190,6 +221,7 @@ class Tracker:
             "best_smoothed": s.best_smoothed,
             "best_eval": self.best_eval,
             "seconds": self.seconds,
+            "reached": {level: list(when) for level, when in s.reached.items()},
         }
 
     def restore(self, stats: dict[str, Any], frames: int) -> None:
@@ -197,6 +229,9 @@ class Tracker:
         self.scores.episodes = int(stats["episodes"])
         self.scores.smoothed, self.scores.best_smoothed = stats["smoothed"], stats["best_smoothed"]
         self.best_eval = stats["best_eval"]
+        self.scores.reached = {
+            k: (float(v[0]), int(v[1])) for k, v in stats.get("reached", {}).items()
+        }
         self.seconds_before = float(stats["seconds"])
         self.frames = frames
         self._window = (time.perf_counter(), frames)

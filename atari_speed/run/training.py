@@ -27,6 +27,7 @@ from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.nenv import run_nenv
 from atari_speed.run.parallel import run_parallel
 from atari_speed.run.plan import make_plan
+from atari_speed.run.rollouts import run_pqn
 from atari_speed.run.session import Run
 
 LOOPS: dict[str, Callable[[Run], None]] = {
@@ -69,7 +70,8 @@ def train(
     interrupted = False
     try:
         with interrupt_as_exception():
-            LOOPS[plan.mode](run)
+            loop = run_pqn if plan.preset.dqn.algorithm == "pqn" else LOOPS[plan.mode]
+            loop(run)
     except KeyboardInterrupt:
         interrupted = True
     finally:

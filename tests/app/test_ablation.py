@@ -10,7 +10,13 @@ from atari_speed.app.ablation import markdown, with_deltas
 from atari_speed.core.config import ConfigError, load_variants
 from tests.scripts import run_script
 
-SHIPPED = ["wrapper-ablation", "image-backend-ablation", "mode-ablation", "book-table"]
+SHIPPED = [
+    "wrapper-ablation",
+    "image-backend-ablation",
+    "mode-ablation",
+    "book-table",
+    "pong-fast-algos",
+]
 
 TWO_VARIANTS = """
 [run]
@@ -83,6 +89,8 @@ def test_table_deltas_are_against_the_first_row():
                 "frames_to_solve": 5000,
                 "best_avg_reward": 18.2,
                 "interrupted": False,
+                "to_seconds": {"-15": 120.0, "0": 330.0, "18": 600.0},
+                "stop_reward": 18.0,
             },
             {
                 "variant": "b",
@@ -98,8 +106,11 @@ def test_table_deltas_are_against_the_first_row():
     assert rows[1]["delta_fps"] == pytest.approx(50.0)
     assert rows[1]["delta_seconds"] == pytest.approx(-50.0)
     text = markdown("t", rows)
-    assert "| a | 100.0 | +0.0% | 10.0 min | +0.0% | 5,000 | 18.2 |" in text
-    assert "| b | 150.0 | +50.0% | 5.0 min (budget, not solved) | -50.0% |  |  |" in text
+    assert (
+        "| a | 100.0 | +0.0% | 10.0 min | +0.0% | 5,000 | 2.0 min | 5.5 min | 10.0 min | 18.2 |"
+        in text
+    )
+    assert "| b | 150.0 | +50.0% | 5.0 min (budget, not solved) | -50.0% |  |  |  |  |  |" in text
 
 
 def test_two_variant_ablation_end_to_end(tmp_path):
@@ -124,7 +135,8 @@ def test_two_variant_ablation_end_to_end(tmp_path):
     table = (parent / "ablation.md").read_text()
     assert "| opencv, 2 envs |" in table and "| numpy, 1 env |" in table
     assert "| numpy, 1 env |" in out.stdout
-    assert (parent / "ablation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for png in ("ablation.png", "ablation-curves.png"):
+        assert (parent / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     dirs = [parent / "01-opencv-2-envs", parent / "02-numpy-1-env"]

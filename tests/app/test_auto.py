@@ -84,3 +84,24 @@ def test_ale_is_not_chosen_where_it_would_start_games_at_another_frame():
     chosen, choices = choose(load_preset("pong-nenv", AUTO[:3]), machine(cores=2))
     assert chosen.env.backend == "subprocess"  # the fastest of the rest
     assert "env backend ale: not chosen: FireReset without NoopReset" in choices["why"][1]
+
+
+@pytest.mark.parametrize(
+    ("fp32", "bf16", "expected"), [(20.0, 11.0, "bf16"), (20.0, 19.0, "fp32"), (20.0, 60.0, "fp32")]
+)
+def test_precision_auto_takes_bf16_only_where_it_measured_faster(fp32, bf16, expected):
+    m = machine()
+    m.update_ms, m.update_ms_bf16 = fp32, bf16
+    m.cpu, m.cpu_bf16 = "Some CPU", ["avx512_bf16"]
+    preset = load_preset("pong-pqn", ["run.precision='auto'"])
+    assert needs_choice(preset)
+    chosen, choices = choose(preset, m)
+    assert chosen.run.precision == expected == choices["precision"]
+    assert f"precision {expected}: one update took {bf16:.1f} ms in bf16" in choices["why"][-1]
+    assert "Some CPU (bf16 units: avx512_bf16)" in choices["why"][-1]
+    assert choices["machine"]["cpu"] == "Some CPU"
+
+
+def test_pqn_runs_in_n_env_mode():
+    chosen, choices = choose(load_preset("pong-pqn", ["run.mode='auto'"]), machine(cores=8))
+    assert chosen.run.mode == "n-env" and "PQN" in choices["why"][0]

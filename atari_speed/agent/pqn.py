@@ -1,0 +1,144 @@
+"""PQN's learner: Q(lambda) targets over a whole rollout, then a few epochs of minibatch
+SGD on it (Gallici et al. 2024, "Simplifying Deep Temporal Difference Learning").
+
+No replay buffer and no target network: the targets come from the online network as it
+is when the rollout ends, and LayerNorm in the network keeps that stable. RAdam, gradient
+norm clipping and a linearly decaying learning rate, as the paper's Atari runs.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from atari_speed.agent.networks import DQN
+from atari_speed.agent.rollout import RolloutStore, q_lambda_returns
+from atari_speed.core.config import DQNConfig, PQNConfig
+from atari_speed.core.timing import Profiler
+
+INFERENCE_BATCH = 1024  # observations per no-grad forward pass while computing targets
+
+
+class QLambdaLearner:
+    """``learn(rollout, next_obs, progress)``: targets, then ``epochs`` x ``minibatches``
+    SGD updates. ``bf16`` autocasts the network's passes (the loss stays fp32)."""
+
+    def __init__(
+        self,
+        net: DQN,
+        cfg: DQNConfig,
+        pqn: PQNConfig,
+        device: torch.device,
+        bf16: bool = False,
+        prof: Profiler | None = None,
+    ) -> None:
+        self.cfg, self.pqn, self.device = cfg, pqn, device
+        self.net = net.to(device)
+        optimizer = torch.optim.RAdam if pqn.optimizer == "radam" else torch.optim.Adam
+        self.optimizer = optimizer(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
+        self.bf16 = bf16
+        self.prof = prof or Profiler()
+        self.updates = 0
+        self._loss_sum = torch.zeros((), device=device)
+        self._loss_count = 0
+
+    def autocast(self) -> Any:
+        if not self.bf16:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    @torch.no_grad()
+    def max_q(self, obs: np.ndarray) -> np.ndarray:
+        """max_a Q(s, a) of a batch of observations ``(B, k, H, W)``, in chunks."""
+        self.net.eval()
+        out = []
+        for start in range(0, len(obs), INFERENCE_BATCH):
+            x = torch.from_numpy(obs[start : start + INFERENCE_BATCH]).to(self.device)
+            with self.autocast():
+                out.append(self.net(x).float().max(dim=1).values.cpu())
+        self.net.train()
+        return torch.cat(out).numpy() if out else np.zeros(0, np.float32)
+
+    def targets(self, rollout: RolloutStore, next_obs: np.ndarray) -> np.ndarray:
+        """The rollout's Q(lambda) returns, ``(T, N)``."""
+        steps, n = rollout.steps, rollout.num_envs
+        values = self.max_q(
+            np.concatenate([rollout.obs[1:].reshape(-1, *next_obs.shape[1:]), next_obs])
+        )
+        next_values = values.reshape(steps, n)
+        final_values = np.zeros((steps, n), np.float32)
+        if rollout.truncated.any():
+            final_values[rollout.truncated] = self.max_q(rollout.final_obs[rollout.truncated])
+        return q_lambda_returns(
+            rollout.rewards,
+            rollout.terminated,
+            rollout.truncated,
+            next_values,
+            final_values,
+            self.cfg.gamma,
+            self.pqn.q_lambda,
+        )
+
+    def learn(
+        self, rollout: RolloutStore, next_obs: np.ndarray, progress: float, rng: np.random.Generator
+    ) -> None:
+        """Train on a full rollout; ``progress`` (0..1, frames over run.frames) sets the
+        decayed learning rate."""
+        with self.prof.section("returns"):
+            returns = torch.from_numpy(self.targets(rollout, next_obs).reshape(-1))
+        if self.pqn.lr_decay:
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.cfg.learning_rate * max(1.0 - progress, 0.0)
+        obs = torch.from_numpy(rollout.obs.reshape(-1, *rollout.obs.shape[2:]))
+        actions = torch.from_numpy(rollout.actions.reshape(-1))
+        size = len(obs)
+        batch = size // self.pqn.minibatches
+        for _ in range(self.pqn.epochs):
+            order = torch.from_numpy(rng.permutation(size))
+            for start in range(0, batch * self.pqn.minibatches, batch):
+                idx = order[start : start + batch]
+                self.step(obs[idx], actions[idx], returns[idx])
+
+    def step(self, obs: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor) -> None:
+        """One SGD update towards fixed targets."""
+        with self.prof.section("host-to-device copy"):
+            obs, actions = obs.to(self.device), actions.to(self.device)
+            returns = returns.to(self.device)
+        with self.prof.section("sgd step"):
+            with self.autocast():
+                q_all = self.net(obs)
+            q = q_all.float().gather(1, actions.unsqueeze(1)).squeeze(1)
+            loss = F.smooth_l1_loss(q, returns) if self.cfg.huber else F.mse_loss(q, returns)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if self.pqn.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.pqn.max_grad_norm)
+            self.optimizer.step()
+            self._loss_sum += loss.detach()
+        self._loss_count += 1
+        self.updates += 1
+
+    def pop_loss(self) -> float | None:
+        """Mean loss since the last call (one host sync, at log time only)."""
+        if not self._loss_count:
+            return None
+        mean = float(self._loss_sum) / self._loss_count
+        self._loss_sum.zero_()
+        self._loss_count = 0
+        return mean
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "net": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.net.load_state_dict(state["net"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])

@@ -1,0 +1,44 @@
+"""PQN in n-env mode: the one actor fills a rollout of N envs x T steps in this process,
+then the learner trains on it and drops it."""
+
+from __future__ import annotations
+
+from atari_speed.agent.actor import Actor
+from atari_speed.agent.rollout import RolloutStore
+from atari_speed.envs.vector import make_vector_env
+from atari_speed.run.session import Run
+
+
+def run_pqn(run: Run) -> None:
+    """Collect a rollout (one batched forward pass a step), learn on it, do the periodic
+    chores; until the run is done."""
+    plan, preset, prof = run.plan, run.preset, run.prof
+    venv = make_vector_env(
+        plan.pipeline,
+        preset.env.game,
+        preset.run.envs,
+        backend=preset.env.backend,
+        profile=prof.enabled,
+    )
+    try:
+        rollout = RolloutStore(venv.num_envs, preset.pqn.rollout, plan.obs_shape)
+        actor = Actor(
+            venv, run.learner.net, rollout, slice(None), preset.run.seed, run.rng, plan.device, prof
+        )
+        prof.restart()
+        while not run.done:
+            rollout.clear()
+            while not rollout.full:
+                games = actor.step(run.epsilon)
+                with prof.section("logging + checkpoints"):
+                    run.tracker.advance(actor.num_envs)
+                    for game in games:
+                        run.game(game)
+            run.learner.learn(rollout, actor.obs, run.frames / preset.run.frames, run.rng)
+            with prof.section("logging + checkpoints"):
+                run.periodic(buffer_fill=1.0)
+    finally:
+        prof.stop()
+        if prof.enabled:
+            run.profiles.update(venv.worker_profiles())
+        venv.close()

@@ -1,0 +1,76 @@
+"""PQN's learner: its targets are the Q(lambda) returns of the rollout, it makes epochs x
+minibatches updates per rollout, and it fits them, in fp32 and in bf16."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from atari_speed.agent.networks import DQN
+from atari_speed.agent.pqn import QLambdaLearner
+from atari_speed.agent.rollout import RolloutStore, q_lambda_returns
+from atari_speed.core.config import DQNConfig, PQNConfig
+
+SHAPE = (2, 36, 36)
+
+
+def filled_rollout(envs: int = 4, steps: int = 8, seed: int = 0) -> RolloutStore:
+    rng = np.random.default_rng(seed)
+    rollout = RolloutStore(envs, steps, SHAPE)
+    for _ in range(steps):
+        rollout.put_obs(rng.integers(0, 255, (envs, *SHAPE), dtype=np.uint8))
+        rollout.commit(
+            rng.integers(0, 3, envs),
+            rng.normal(size=envs).astype(np.float32),
+            rng.random(envs) < 0.1,
+            truncated=rng.random(envs) < 0.1,
+            final_obs=rng.integers(0, 255, (envs, *SHAPE), dtype=np.uint8),
+        )
+    return rollout
+
+
+def learner(bf16: bool = False, **pqn) -> QLambdaLearner:
+    torch.manual_seed(0)
+    net = DQN(SHAPE, 3, network="nature", layer_norm=True)
+    cfg = DQNConfig(algorithm="pqn", learning_rate=1e-3, gamma=0.9, layer_norm=True)
+    return QLambdaLearner(net, cfg, PQNConfig(**pqn), torch.device("cpu"), bf16=bf16)
+
+
+def test_targets_are_the_q_lambda_returns_of_the_online_network():
+    rollout, next_obs = filled_rollout(), np.full((4, *SHAPE), 7, np.uint8)
+    pqn = learner(q_lambda=0.5)
+    following = np.concatenate([rollout.obs[1:], next_obs[None]])
+    next_values = pqn.max_q(following.reshape(-1, *SHAPE)).reshape(8, 4)
+    final_values = pqn.max_q(rollout.final_obs.reshape(-1, *SHAPE)).reshape(8, 4)
+    expected = q_lambda_returns(
+        rollout.rewards,
+        rollout.terminated,
+        rollout.truncated,
+        next_values,
+        np.where(rollout.truncated, final_values, 0),
+        0.9,
+        0.5,
+    )
+    assert rollout.truncated.any() and rollout.terminated.any()
+    assert pqn.targets(rollout, next_obs) == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_learn_makes_epochs_times_minibatches_updates_and_fits(bf16):
+    rollout, next_obs = filled_rollout(), np.zeros((4, *SHAPE), np.uint8)
+    pqn = learner(bf16=bf16, epochs=3, minibatches=4, lr_decay=False)
+    rng = np.random.default_rng(0)
+    pqn.learn(rollout, next_obs, 0.0, rng)
+    assert pqn.updates == 12
+    first = pqn.pop_loss()
+    for _ in range(15):
+        pqn.learn(rollout, next_obs, 0.0, rng)
+    assert pqn.pop_loss() < 0.5 * first
+
+
+def test_learning_rate_decays_linearly_with_progress():
+    pqn = learner(epochs=1, minibatches=1, lr_decay=True)
+    pqn.learn(filled_rollout(), np.zeros((4, *SHAPE), np.uint8), 0.75, np.random.default_rng(0))
+    assert pqn.optimizer.param_groups[0]["lr"] == pytest.approx(0.25e-3)
+    assert isinstance(pqn.optimizer, torch.optim.RAdam)

@@ -1,0 +1,75 @@
+"""PQN's rollout store and its Q(lambda) returns, worked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from atari_speed.agent.rollout import RolloutStore, q_lambda_returns
+
+
+def test_q_lambda_returns_on_a_hand_worked_rollout():
+    # gamma = lambda = 0.5; three envs over four steps.
+    # env 0 terminates at t=1; env 1 is truncated at t=2 (its final observation is worth
+    # 100); env 2 terminates at t=2, and the return of t=3, another episode's, must not
+    # leak into t=2 through the lambda term.
+    rewards = np.array([[1, 1, 0], [2, 1, 0], [3, 1, 5], [4, 1, 7]], np.float32)
+    terminated = np.zeros((4, 3), bool)
+    truncated = np.zeros((4, 3), bool)
+    terminated[1, 0] = terminated[2, 2] = True
+    truncated[2, 1] = True
+    next_values = np.array([[10, 10, 1], [20, 20, 1], [30, 30, 1], [40, 40, 1]], np.float32)
+    final_values = np.zeros((4, 3), np.float32)
+    final_values[2, 1] = 100
+    got = q_lambda_returns(rewards, terminated, truncated, next_values, final_values, 0.5, 0.5)
+    expected = [
+        [
+            4.0,
+            2.0,
+            16.5,
+            24.0,
+        ],  # G3 = 4 + 40/2; G2 = 3 + (24/2 + 30/2)/2; G1 = 2; G0 = 1 + (2/2 + 10/2)/2
+        [8.1875, 18.75, 51.0, 21.0],  # G2 = 1 + 100/2, cut from G3
+        [0.625, 1.5, 5.0, 7.5],  # G2 = 5, not 5 + (7.5/2)/2
+    ]
+    assert pytest.approx(np.array(expected)) == got.T
+
+
+def test_lambda_zero_is_one_step_and_one_is_monte_carlo():
+    rewards = np.array([[1.0], [2.0], [3.0]], np.float32)
+    none = np.zeros((3, 1), bool)
+    values = np.array([[5.0], [6.0], [7.0]], np.float32)
+    zeros = np.zeros((3, 1), np.float32)
+    one_step = q_lambda_returns(rewards, none, none, values, zeros, 0.9, 0.0)
+    assert one_step[:, 0] == pytest.approx([1 + 0.9 * 5, 2 + 0.9 * 6, 3 + 0.9 * 7])
+    monte_carlo = q_lambda_returns(rewards, none, none, values, zeros, 0.9, 1.0)
+    assert monte_carlo[0, 0] == pytest.approx(1 + 0.9 * 2 + 0.81 * 3 + 0.729 * 7)
+
+
+def test_rollout_store_keeps_whole_observations_and_final_ones():
+    store = RolloutStore(2, 3, (2, 1, 1))
+    for t in range(3):
+        store.put_obs(np.full((2, 2, 1, 1), t, np.uint8))
+        truncated = np.array([t == 1, False])
+        final = np.full((2, 2, 1, 1), 50 + t, np.uint8)
+        store.commit(
+            np.array([t, t]),
+            np.ones(2),
+            np.array([False, t == 2]),
+            truncated=truncated,
+            final_obs=final,
+        )
+    assert store.full and store.obs[2, 1, 0, 0, 0] == 2
+    assert store.truncated.tolist() == [[False, False], [True, False], [False, False]]
+    assert store.terminated[2, 1] and store.final_obs[1, 0, 0, 0, 0] == 51
+    with pytest.raises(ValueError, match="rollout is full"):
+        store.put_obs(np.zeros((2, 2, 1, 1), np.uint8))
+    store.clear()
+    assert not store.full
+
+
+def test_a_truncation_without_final_observation_terminates():
+    store = RolloutStore(1, 1, (1, 1, 1))
+    store.put_obs(np.zeros((1, 1, 1, 1), np.uint8))
+    store.commit(np.zeros(1), np.zeros(1), np.array([False]), truncated=np.array([True]))
+    assert store.terminated[0, 0] and not store.truncated[0, 0]

@@ -1,0 +1,78 @@
+"""PQN end to end: train.py with tiny rollouts, its checkpoint, --resume, play.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from atari_speed.run.checkpoint import load_checkpoint
+from tests.scripts import run_script
+
+TINY = [
+    "--preset",
+    "pong-pqn",
+    "--set",
+    "run.envs=4",
+    "--set",
+    "pqn.rollout=16",
+    "--set",
+    "pqn.epochs=2",
+    "--set",
+    "pqn.minibatches=2",
+    "--set",
+    "run.log_every=64",
+]
+
+
+@pytest.fixture(scope="module")
+def pqn_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("pqn")
+    out = run_script("train.py", *TINY, "--frames", "1024", "--run-dir", str(run_dir))
+    assert out.returncode == 0, out.stderr
+    return run_dir
+
+
+def test_pqn_trains_on_whole_rollouts(pqn_run):
+    summary = json.loads((pqn_run / "summary.json").read_text())
+    assert summary["mode"] == "n-env" and summary["frames"] == 1024
+    assert summary["preset"]["dqn"]["algorithm"] == "pqn"
+    data = load_checkpoint(pqn_run / "checkpoint.pt")
+    # 1024 frames / (4 envs x 16 steps) = 16 rollouts, each 2 epochs x 2 minibatches
+    assert data.learner["updates"] == 64 and "target" not in data.learner
+    net = data.policy(torch.device("cpu"))
+    assert data.layer_norm and any(isinstance(m, torch.nn.GroupNorm) for m in net.modules())
+
+
+def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
+    out = run_script(
+        "train.py",
+        *TINY,
+        "--frames",
+        "1536",
+        "--run-dir",
+        str(tmp_path),
+        "--resume",
+        str(pqn_run / "checkpoint.pt"),
+    )
+    assert out.returncode == 0, out.stderr
+    data = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert data.frames == 1536 and data.learner["updates"] == 64 + 8 * 4
+
+
+def test_play_plays_a_pqn_checkpoint(pqn_run):
+    out = run_script(
+        "play.py", str(pqn_run / "checkpoint.pt"), "--no-window", "--max-seconds", "2", "--json"
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert len(result["episodes"]) == 1 and result["frames_trained"] == 1024
+
+
+def test_pqn_refuses_modes_it_does_not_run_in(tmp_path):
+    out = run_script("train.py", *TINY, "--mode", "parallel", "--run-dir", str(tmp_path))
+    assert out.returncode == 2 and "algorithm = 'pqn' with mode = 'parallel'" in out.stderr
+    out = run_script("train.py", *TINY, "--set", "pqn.minibatches=3", "--run-dir", str(tmp_path))
+    assert out.returncode == 2 and "does not divide a rollout of 4 envs x 16 steps" in out.stderr
