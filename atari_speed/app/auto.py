@@ -286,6 +286,11 @@ def choose_envs(preset: Preset, machine: Machine) -> tuple[int, list[str]]:
     """run.envs: as set; else 16 with a GPU, 8 on a CPU."""
     if preset.run.envs != 0:
         return preset.run.envs, []
+    if preset.dqn.algorithm == "pqn":
+        return 16, [
+            "16 envs: PQN's rollout width, as in pong-fast (a rollout of 16 x pqn.rollout "
+            "transitions per round of updates)"
+        ]
     if machine.gpu:
         return 16, ["16 envs: a GPU forward pass costs about the same for 1 or 16 observations"]
     return 8, [
