@@ -21,6 +21,28 @@ from atari_speed.core.timing import Profiler
 TENSORS = ("states", "next_states", "actions", "returns", "discounts")  # Batch's arrays
 
 
+class LossMeter:
+    """Sums losses on the device and reads them back only when asked: no host/device sync
+    per update."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._sum = torch.zeros((), device=device)
+        self._count = 0
+
+    def add(self, loss: torch.Tensor) -> None:
+        self._sum += loss.detach()
+        self._count += 1
+
+    def pop(self) -> float | None:
+        """Mean loss since the last call (one host sync, at log time only)."""
+        if not self._count:
+            return None
+        mean = float(self._sum) / self._count
+        self._sum.zero_()
+        self._count = 0
+        return mean
+
+
 class Learner:
     """One SGD update per ``step(batch)``: (double) DQN target, n-step bootstrap."""
 
@@ -49,8 +71,7 @@ class Learner:
         # depends on the hardware (run.precision; auto measures it).
         self.amp = bf16
         self.updates = 0
-        self._loss_sum = torch.zeros((), device=device)
-        self._loss_count = 0
+        self.losses = LossMeter(device)
         self._host: dict[str, torch.Tensor] = {}
         self._copied: Any = None  # CUDA event: the last copy out of the pinned buffers
         self.prof = prof or Profiler()  # the run's, to time the update's phases
@@ -107,8 +128,7 @@ class Learner:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
-            self._loss_sum += loss.detach()
-        self._loss_count += 1
+            self.losses.add(loss)
         self.updates += 1
         if self.updates % self.cfg.target_sync == 0:
             with prof.section("target sync"):
@@ -116,12 +136,7 @@ class Learner:
 
     def pop_loss(self) -> float | None:
         """Mean loss since the last call (one host sync, at log time only)."""
-        if not self._loss_count:
-            return None
-        mean = float(self._loss_sum) / self._loss_count
-        self._loss_sum.zero_()
-        self._loss_count = 0
-        return mean
+        return self.losses.pop()
 
     def state_dict(self) -> dict[str, Any]:
         return {

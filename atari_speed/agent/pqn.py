@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from atari_speed.agent.learner import LossMeter
 from atari_speed.agent.networks import DQN
 from atari_speed.agent.rollout import RolloutStore, q_lambda_returns
 from atari_speed.core.config import DQNConfig, PQNConfig
@@ -43,8 +44,7 @@ class QLambdaLearner:
         self.bf16 = bf16
         self.prof = prof or Profiler()
         self.updates = 0
-        self._loss_sum = torch.zeros((), device=device)
-        self._loss_count = 0
+        self.losses = LossMeter(device)
 
     def autocast(self) -> Any:
         if not self.bf16:
@@ -118,18 +118,12 @@ class QLambdaLearner:
             if self.pqn.max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.pqn.max_grad_norm)
             self.optimizer.step()
-            self._loss_sum += loss.detach()
-        self._loss_count += 1
+            self.losses.add(loss)
         self.updates += 1
 
     def pop_loss(self) -> float | None:
         """Mean loss since the last call (one host sync, at log time only)."""
-        if not self._loss_count:
-            return None
-        mean = float(self._loss_sum) / self._loss_count
-        self._loss_sum.zero_()
-        self._loss_count = 0
-        return mean
+        return self.losses.pop()
 
     def state_dict(self) -> dict[str, Any]:
         return {

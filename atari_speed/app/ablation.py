@@ -121,6 +121,17 @@ def markdown(title: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def save_figure(fig: Any, path: Path) -> None:
+    """Lay out, write to a temp file, rename (a reader never sees half a PNG), close."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
 def plot(title: str, rows: list[dict[str, Any]], path: Path) -> None:
     """Bars of FPS and time per variant, side by side."""
     import matplotlib
@@ -141,11 +152,7 @@ def plot(title: str, rows: list[dict[str, Any]], path: Path) -> None:
     ax_time.set_xlabel("minutes (green: to solve, gray: budget, not solved)")
     ax_fps.invert_yaxis()  # first variant on top, as in the table
     fig.suptitle(title)
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, path)
 
 
 def plot_curves(title: str, rows: list[dict[str, Any]], path: Path) -> None:
@@ -169,11 +176,7 @@ def plot_curves(title: str, rows: list[dict[str, Any]], path: Path) -> None:
     if ax.lines:
         ax.legend(fontsize=8)
     ax.set_title(title)
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, path)
 
 
 def write_outputs(title: str, parent: Path, rows: list[dict[str, Any]]) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from atari_speed.agent.actor import Actor
 from atari_speed.agent.replay import FrameReplay
-from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.session import Run
 
 
@@ -12,13 +11,7 @@ def run_nenv(run: Run) -> None:
     """Step all envs once (one batched forward pass), make the updates that are due, and
     do the periodic chores; until the run is done."""
     plan, preset, prof = run.plan, run.preset, run.prof
-    venv = make_vector_env(
-        plan.pipeline,
-        preset.env.game,
-        preset.run.envs,
-        backend=preset.env.backend,
-        profile=prof.enabled,
-    )
+    venv = run.vector_env()
     try:
         replay = FrameReplay(
             preset.replay.size,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from atari_speed.agent.actor import Actor
 from atari_speed.agent.rollout import RolloutStore
-from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.session import Run
 
 
@@ -13,13 +12,7 @@ def run_pqn(run: Run) -> None:
     """Collect a rollout (one batched forward pass a step), learn on it, do the periodic
     chores; until the run is done."""
     plan, preset, prof = run.plan, run.preset, run.prof
-    venv = make_vector_env(
-        plan.pipeline,
-        preset.env.game,
-        preset.run.envs,
-        backend=preset.env.backend,
-        profile=prof.enabled,
-    )
+    venv = run.vector_env()
     try:
         rollout = RolloutStore(venv.num_envs, preset.pqn.rollout, plan.obs_shape)
         actor = Actor(

@@ -22,6 +22,7 @@ from atari_speed.agent.schedules import UpdateSchedule, epsilon_at
 from atari_speed.core.errors import ConfigError
 from atari_speed.core.timing import Profiler
 from atari_speed.envs.pipeline import resolve_game
+from atari_speed.envs.vector import VectorEnv, make_vector_env
 from atari_speed.run.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from atari_speed.run.evaluation import Evaluation
 from atari_speed.run.plan import Plan
@@ -66,6 +67,17 @@ class Run:
         self.next_eval = self.frames + preset.eval.every
         self.evaluation: Evaluation | None = None
         self._batch: Batch | None = None  # reused between samples
+
+    def vector_env(self) -> VectorEnv:
+        """The plan's envs (``run.envs`` of them) on its backend, timed under --profile."""
+        preset = self.preset
+        return make_vector_env(
+            self.plan.pipeline,
+            preset.env.game,
+            preset.run.envs,
+            backend=preset.env.backend,
+            profile=self.prof.enabled,
+        )
 
     @property
     def frames(self) -> int:
