@@ -5,6 +5,8 @@ for a fixed wall-clock time; FPS is measured after the replay warm-up.
     uv run benchmarks/train_speed.py                  # ~10 minutes
     uv run benchmarks/train_speed.py --seconds 60 --reps 1
     uv run benchmarks/train_speed.py --trees ../before . --rows ...   # before/after a change
+    uv run benchmarks/train_speed.py --rows "PQN n-env, 16 envs x 64 steps" \
+        "PQN parallel, 1 actor x 16 envs, learner 1 thread" --reps 3   # PQN's two modes
 
 ``--trees`` runs every row on each checkout given (another worktree of this repo, say the
 commit before a change), alternating between them within each repetition, so a change is
@@ -47,6 +49,46 @@ ROWS: dict[str, list[str]] = {
         *CL,
     ],
 }
+# PQN (pong-pqn in bf16: the pong-fast recipe with nothing left to auto), n-env against
+# parallel mode, where one actor process fills the next rollout while the learner trains.
+# A row's --preset comes after run_row's, so it wins.
+PQN = ["--preset", "pong-pqn", "--set", "run.precision='bf16'"]
+PARALLEL = ["--mode", "parallel", "--set", "run.actors=1"]
+W32 = ["--set", "run.envs=32", "--set", "pqn.rollout=32"]
+W16 = ["--set", "run.envs=16", "--set", "pqn.rollout=64"]
+PQN_ROWS: dict[str, list[str]] = {
+    "PQN n-env, 16 envs x 64 steps": [*PQN, *W16],
+    "PQN parallel, 1 actor x 16 envs, learner 1 thread": [
+        *PQN,
+        *W16,
+        *PARALLEL,
+        "--set",
+        "run.learner_threads=1",
+    ],
+    "PQN parallel, 1 actor x 16 envs, learner 2 threads": [
+        *PQN,
+        *W16,
+        *PARALLEL,
+        "--set",
+        "run.learner_threads=2",
+    ],
+    "PQN n-env, 32 envs x 32 steps": [*PQN, *W32],
+    "PQN parallel, 1 actor x 32 envs x 32 steps, learner 1 thread": [
+        *PQN,
+        *W32,
+        *PARALLEL,
+        "--set",
+        "run.learner_threads=1",
+    ],
+    "PQN parallel, 1 actor x 32 envs x 32 steps, learner 2 threads": [
+        *PQN,
+        *W32,
+        *PARALLEL,
+        "--set",
+        "run.learner_threads=2",
+    ],
+}
+ALL_ROWS = {**ROWS, **PQN_ROWS}
 
 
 def run_row(
@@ -123,7 +165,7 @@ def compare_trees(args: argparse.Namespace, extra: list[str]) -> None:
         for _ in range(args.reps):
             for name in args.rows:
                 for tree in trees:
-                    s = run_row(ROWS[name], args.seconds, args.warmup, extra, tree)
+                    s = run_row(ALL_ROWS[name], args.seconds, args.warmup, extra, tree)
                     fps[name, tree].append(s["fps_after_warmup"])
                     bar.update()
     print(
@@ -150,7 +192,13 @@ def main() -> None:
     parser.add_argument(
         "--warmup", type=int, default=2000, help="replay.initial for every row (default 2000)"
     )
-    parser.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
+    parser.add_argument(
+        "--rows",
+        nargs="+",
+        choices=[*ROWS, *PQN_ROWS],
+        default=list(ROWS),
+        help="rows to run (default: the DQN rows; the PQN rows compare n-env and parallel)",
+    )
     parser.add_argument(
         "--set",
         dest="extra",
@@ -174,35 +222,40 @@ def main() -> None:
     with tqdm(total=args.reps * len(args.rows), desc="runs") as bar:
         for _ in range(args.reps):
             for name in args.rows:
-                results[name].append(run_row(ROWS[name], args.seconds, args.warmup, extra))
+                results[name].append(run_row(ALL_ROWS[name], args.seconds, args.warmup, extra))
                 bar.update()
     first = args.rows[0]
     base = statistics.median(s["fps_after_warmup"] for s in results[first])
     print(
-        f"\nTraining FPS after warm-up, pong-baseline hyperparameters, {args.seconds:g} s "
-        f"per run, median of {args.reps}; torch threads "
-        f"{results[first][0]['torch_threads']}, device {results[first][0]['device']}\n"
+        f"\nTraining FPS after warm-up, {args.seconds:g} s per run, median of {args.reps}; "
+        f"torch threads {results[first][0]['torch_threads']}, device "
+        f"{results[first][0]['device']}\n"
     )
-    print("| mode | FPS after warm-up | vs baseline | SGD updates per frame |")
-    print("|---|---:|---:|---:|")
+    print("| row | FPS after warm-up | vs the first row | gradient samples per frame | runs |")
+    print("|---|---:|---:|---:|---|")
     rows = []
     for name in args.rows:
-        fps = statistics.median(s["fps_after_warmup"] for s in results[name])
-        utd = 1 / results[name][0]["update_to_data"]["train_every"]
-        rows.append(
-            {
-                "mode": name,
-                "fps_after_warmup": fps,
-                "ratio": fps / base,
-                "runs": [s["fps_after_warmup"] for s in results[name]],
-            }
+        runs = [s["fps_after_warmup"] for s in results[name]]
+        fps = statistics.median(runs)
+        samples = results[name][0]["update_to_data"].get("samples_per_frame", float("nan"))
+        rows.append({"mode": name, "fps_after_warmup": fps, "ratio": fps / base, "runs": runs})
+        print(
+            f"| {name} | {fps:.1f} | {fps / base:.2f}x | {samples:g} | "
+            + ", ".join(f"{r:.1f}" for r in runs)
+            + " |"
         )
-        print(f"| {name} | {fps:.1f} | {fps / base:.2f}x | {utd:g} |")
+    if not set(args.rows) & set(ROWS):  # the ceilings are of the DQN rows' learner
+        _write(args, rows)
+        return
     for cl in (False, True):
         name = "ceiling: learner alone, no env" + (", channels-last" if cl else "")
         fps = learner_ceiling(args.seconds / 2, cl)
         rows.append({"mode": name, "fps_after_warmup": fps, "ratio": fps / base})
-        print(f"| {name} | {fps:.1f} | {fps / base:.2f}x | 1 |")
+        print(f"| {name} | {fps:.1f} | {fps / base:.2f}x | 32 | |")
+    _write(args, rows)
+
+
+def _write(args: argparse.Namespace, rows: list[dict]) -> None:
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
 

@@ -18,6 +18,7 @@ from torch import nn
 
 from atari_speed.agent.policy import select_actions
 from atari_speed.agent.replay import FrameReplay
+from atari_speed.agent.rollout import RolloutStore
 from atari_speed.core.timing import Profiler
 from atari_speed.envs.vector import VectorEnv
 
@@ -54,7 +55,7 @@ class Actor:
         self,
         venv: VectorEnv,
         net: nn.Module,
-        replay: FrameReplay,
+        replay: FrameReplay | RolloutStore,
         cols: slice,
         seed: int,
         rng: np.random.Generator,
@@ -70,9 +71,10 @@ class Actor:
             prof.split("env step", venv.stage_timer)
         self.obs, _ = venv.reset(seed=seed)
 
-    def step(self, epsilon: float) -> list[Game]:
-        """One step of every env; the games it finished."""
-        prof, replay = self.prof, self.replay
+    def step(self, epsilon: float, sink: FrameReplay | RolloutStore | None = None) -> list[Game]:
+        """One step of every env, written into ``sink`` (default: the actor's replay; parallel
+        PQN's actors alternate between two shared rollouts); the games it finished."""
+        prof, replay = self.prof, self.replay if sink is None else sink
         with prof.section("action selection"):
             actions = select_actions(
                 self.net, self.obs, epsilon, self.actions, self.rng, self.device

@@ -25,7 +25,7 @@ INFERENCE_BATCH = 1024  # observations per no-grad forward pass while computing 
 
 
 class QLambdaLearner:
-    """``learn(rollout, next_obs, progress)``: targets, then ``epochs`` x ``minibatches``
+    """``learn(rollout, progress, rng)``: targets, then ``epochs`` x ``minibatches``
     SGD updates. ``bf16`` autocasts the network's passes (the loss stays fp32)."""
 
     def __init__(
@@ -63,9 +63,9 @@ class QLambdaLearner:
         self.net.train()
         return torch.cat(out).numpy() if out else np.zeros(0, np.float32)
 
-    def targets(self, rollout: RolloutStore, next_obs: np.ndarray) -> np.ndarray:
+    def targets(self, rollout: RolloutStore) -> np.ndarray:
         """The rollout's Q(lambda) returns, ``(T, N)``."""
-        steps, n = rollout.steps, rollout.num_envs
+        steps, n, next_obs = rollout.steps, rollout.num_envs, rollout.next_obs
         values = self.max_q(
             np.concatenate([rollout.obs[1:].reshape(-1, *next_obs.shape[1:]), next_obs])
         )
@@ -83,13 +83,11 @@ class QLambdaLearner:
             self.pqn.q_lambda,
         )
 
-    def learn(
-        self, rollout: RolloutStore, next_obs: np.ndarray, progress: float, rng: np.random.Generator
-    ) -> None:
-        """Train on a full rollout; ``progress`` (0..1, frames over run.frames) sets the
-        decayed learning rate."""
+    def learn(self, rollout: RolloutStore, progress: float, rng: np.random.Generator) -> None:
+        """Train on a full rollout (``finish``ed: its ``next_obs`` set); ``progress`` (0..1,
+        frames over run.frames) sets the decayed learning rate."""
         with self.prof.section("returns"):
-            returns = torch.from_numpy(self.targets(rollout, next_obs).reshape(-1))
+            returns = torch.from_numpy(self.targets(rollout).reshape(-1))
         if self.pqn.lr_decay:
             for group in self.optimizer.param_groups:
                 group["lr"] = self.cfg.learning_rate * max(1.0 - progress, 0.0)

@@ -8,23 +8,53 @@ dropped after the learner's epochs on it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from atari_speed.core.shm import Layout, arrays_over, layout_nbytes
 
 
 class RolloutStore:
     """``steps`` rows of ``num_envs`` transitions: observation, action, reward, how the
-    episode ended, and a truncated episode's final observation."""
+    episode ended, and a truncated episode's final observation; and ``next_obs``, the
+    observation after the last row, that the last step bootstraps from.
 
-    def __init__(self, num_envs: int, steps: int, obs_shape: tuple[int, ...]) -> None:
+    With ``buffer`` (a shared-memory block of ``nbytes``), the arrays live there: parallel
+    mode's actor processes each fill their own columns of one rollout the learner reads.
+    The rows written (``t``) are this object's own count, so each process keeps its own.
+    """
+
+    def __init__(
+        self, num_envs: int, steps: int, obs_shape: tuple[int, ...], buffer: Any = None
+    ) -> None:
         self.num_envs, self.steps = num_envs, steps
-        grid = (steps, num_envs)
-        self.obs = np.zeros((*grid, *obs_shape), np.uint8)
-        self.final_obs = np.zeros((*grid, *obs_shape), np.uint8)  # where truncated
-        self.actions = np.zeros(grid, np.int64)
-        self.rewards = np.zeros(grid, np.float32)
-        self.terminated = np.zeros(grid, bool)
-        self.truncated = np.zeros(grid, bool)
+        layout = self.layout(num_envs, steps, obs_shape)
+        if buffer is None:
+            buffer = bytearray(layout_nbytes(layout))  # zeroed
+        arrays = arrays_over(buffer, layout)
+        self.obs, self.final_obs = arrays["obs"], arrays["final_obs"]  # final: where truncated
+        self.next_obs = arrays["next_obs"]
+        self.actions, self.rewards = arrays["actions"], arrays["rewards"]
+        self.terminated, self.truncated = arrays["terminated"], arrays["truncated"]
         self.t = 0  # rows written
+
+    @staticmethod
+    def layout(num_envs: int, steps: int, obs_shape: tuple[int, ...]) -> Layout:
+        grid = (steps, num_envs)
+        return [
+            ("obs", (*grid, *obs_shape), "uint8"),
+            ("final_obs", (*grid, *obs_shape), "uint8"),
+            ("next_obs", (num_envs, *obs_shape), "uint8"),
+            ("actions", grid, "int64"),
+            ("rewards", grid, "float32"),
+            ("terminated", grid, "bool"),
+            ("truncated", grid, "bool"),
+        ]
+
+    @classmethod
+    def nbytes(cls, num_envs: int, steps: int, obs_shape: tuple[int, ...]) -> int:
+        return layout_nbytes(cls.layout(num_envs, steps, obs_shape))
 
     @property
     def full(self) -> bool:
@@ -60,6 +90,12 @@ class RolloutStore:
         if truncated.any():
             self.final_obs[t, cols][truncated] = np.asarray(final_obs)[truncated]
         self.t += 1
+
+    def finish(self, next_obs: np.ndarray, cols: slice = slice(None)) -> None:
+        """Record the observation after the last row (what the last step bootstraps from)."""
+        if not self.full:
+            raise ValueError(f"the rollout has {self.t} of {self.steps} rows: fill it first")
+        self.next_obs[cols] = next_obs
 
 
 def q_lambda_returns(

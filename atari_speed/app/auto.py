@@ -262,7 +262,7 @@ def choose_mode(preset: Preset, machine: Machine, backend: str) -> tuple[str, li
     if preset.run.mode != AUTO:
         return preset.run.mode, []
     if preset.dqn.algorithm == "pqn":
-        return "n-env", ["mode n-env: PQN collects its rollouts in the learner's process"]
+        return choose_pqn_mode(preset, machine, backend)
     env_ms, learn_ms = frame_split(preset, machine, backend)
     env_share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
     spare = machine.cores >= 4
@@ -280,6 +280,30 @@ def choose_mode(preset: Preset, machine: Machine, backend: str) -> tuple[str, li
         "take cores from the SGD step"
     )
     return "n-env", [f"mode n-env: {why}"]
+
+
+def choose_pqn_mode(preset: Preset, machine: Machine, backend: str) -> tuple[str, list[str]]:
+    """PQN: parallel (an actor process fills the next rollout while the learner trains on
+    this one) where there are 2+ cores for the two and stepping the envs is a fifth of a
+    frame or more; on a GPU, n-env (the actions are chosen on the GPU; parallel PQN is
+    not measured there)."""
+    pqn = preset.pqn
+    env_ms = 1e3 / machine.env_steps.get(backend, 1e3)
+    learn_ms = (machine.update_ms or 0.0) * pqn.epochs / (pqn.rollout * (preset.run.envs or 16))
+    learn_ms *= pqn.minibatches  # update_ms is one minibatch of the rollout's
+    env_share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
+    split = f"envs take {env_share:.0%} of a frame ({env_ms:.2f} ms env vs {learn_ms:.2f} ms SGD)"
+    if machine.gpu is not None:
+        return "n-env", [
+            "mode n-env: PQN chooses its actions on the GPU in the learner's process "
+            "(parallel PQN is not measured on a GPU)"
+        ]
+    if machine.cores >= 2 and env_share >= 0.2 and backend != "subprocess":
+        return "parallel", [
+            f"mode parallel: {split}, and an actor process can fill the next rollout on "
+            f"one of {machine.cores} cores while the learner trains on this one"
+        ]
+    return "n-env", [f"mode n-env: {split} on {machine.cores} core(s): too little to overlap"]
 
 
 def choose_envs(preset: Preset, machine: Machine) -> tuple[int, list[str]]:

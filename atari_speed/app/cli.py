@@ -11,6 +11,7 @@ from typing import Any
 from atari_speed.core.config import (
     DEVICES,
     MODES,
+    PRESET_DIR,
     Preset,
     describe_fields,
     load_preset,
@@ -18,15 +19,17 @@ from atari_speed.core.config import (
 )
 from atari_speed.core.errors import ConfigError, WorkerError
 
+PRESET_NAMES = [p.stem for p in PRESET_DIR.glob("*.toml")]
 TRAIN_EPILOG = """\
-presets: names in presets/ (pong-baseline, pong-nenv, pong-parallel, pong-fast, breakout)
+presets: names in presets/ ({presets}),
 or a path to a TOML file. Every field below can be set with --set section.key=value
 (values are TOML: --set dqn.double=true --set env.pipeline='"fast"').
 
 Output goes to runs/<date>-<preset>-<mode>/: TensorBoard logs (tensorboard --logdir runs),
 summary.json, checkpoint.pt (every run.checkpoint_every frames and on exit, Ctrl-C and
 kill included) and best.pt (the best model so far). --resume continues frames, epsilon,
-optimizer and statistics from a checkpoint.pt; the replay buffer is refilled.
+optimizer and statistics from a checkpoint.pt; DQN's replay buffer is refilled (PQN
+keeps none).
 
 preset fields:
 """
@@ -36,7 +39,7 @@ def train_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="train.py",
         description="Train a DQN agent on an Atari game, as fast as this machine allows.",
-        epilog=TRAIN_EPILOG + describe_fields(),
+        epilog=TRAIN_EPILOG.format(presets=", ".join(sorted(PRESET_NAMES))) + describe_fields(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(

@@ -268,6 +268,11 @@ def apply(source: str, preset: Preset, raw: Mapping[str, Any]) -> Preset:
 
 
 def check_consistency(source: str, preset: Preset) -> None:
+    if preset.run.mode == "parallel" and preset.env.backend == "subprocess":
+        raise ConfigError(
+            f"{source}: [env] backend = 'subprocess' with mode = 'parallel'; actors are "
+            "processes already and step their envs in-process: use 'sync' or 'ale'"
+        )
     if preset.dqn.algorithm == "pqn":
         _check_pqn(source, preset)
         return
@@ -281,11 +286,6 @@ def check_consistency(source: str, preset: Preset) -> None:
             f"{source}: [dqn] batch_size = {preset.dqn.batch_size} exceeds [replay] initial = "
             f"{preset.replay.initial}: the first batch could not be drawn"
         )
-    if preset.run.mode == "parallel" and preset.env.backend == "subprocess":
-        raise ConfigError(
-            f"{source}: [env] backend = 'subprocess' with mode = 'parallel'; actors are "
-            "processes already and step their envs in-process: use 'sync' or 'ale'"
-        )
     if preset.run.mode == "baseline" and preset.run.envs != 1:
         raise ConfigError(
             f"{source}: [run] envs = {preset.run.envs} with mode = 'baseline'; the book's "
@@ -295,15 +295,18 @@ def check_consistency(source: str, preset: Preset) -> None:
 
 def _check_pqn(source: str, preset: Preset) -> None:
     run, pqn = preset.run, preset.pqn
-    if run.mode in ("baseline", "parallel"):
+    if run.mode == "baseline":
         raise ConfigError(
-            f"{source}: [dqn] algorithm = 'pqn' with mode = {run.mode!r}; PQN runs in n-env "
-            "mode (use mode = 'n-env' or 'auto'); baseline mode is the book's DQN"
+            f"{source}: [dqn] algorithm = 'pqn' with mode = 'baseline'; baseline mode is the "
+            "book's DQN: use mode = 'n-env', 'parallel' or 'auto' for PQN"
         )
-    if run.envs and (run.envs * pqn.rollout) % pqn.minibatches:
+    actors = run.actors if run.mode == "parallel" else 0
+    envs = run.envs * max(actors, 1)
+    if run.envs and (envs * pqn.rollout) % pqn.minibatches:
+        across = f" ({actors} actors x {run.envs})" if actors > 1 else ""
         raise ConfigError(
             f"{source}: [pqn] minibatches = {pqn.minibatches} does not divide a rollout of "
-            f"{run.envs} envs x {pqn.rollout} steps = {run.envs * pqn.rollout} transitions"
+            f"{envs} envs{across} x {pqn.rollout} steps = {envs * pqn.rollout} transitions"
         )
 
 

@@ -27,7 +27,8 @@ def run_pqn(run: Run) -> None:
                     run.tracker.advance(actor.num_envs)
                     for game in games:
                         run.game(game)
-            run.learner.learn(rollout, actor.obs, run.frames / preset.run.frames, run.rng)
+            rollout.finish(actor.obs)
+            run.learner.learn(rollout, run.frames / preset.run.frames, run.rng)
             with prof.section("logging + checkpoints"):
                 run.periodic(buffer_fill=1.0)
     finally:

@@ -188,7 +188,7 @@ class Tracker:
         over every transition of a rollout."""
         dqn, pqn = self.plan.preset.dqn, self.plan.preset.pqn
         if dqn.algorithm == "pqn":
-            size = self.plan.preset.run.envs * pqn.rollout
+            size = self.plan.total_envs * pqn.rollout
             return {
                 "rollout": size,
                 "minibatch": size // pqn.minibatches,

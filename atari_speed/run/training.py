@@ -25,7 +25,7 @@ from atari_speed.core.config import Preset
 from atari_speed.run.baseline import run_baseline
 from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.nenv import run_nenv
-from atari_speed.run.parallel import run_parallel
+from atari_speed.run.parallel import run_parallel, run_parallel_pqn
 from atari_speed.run.plan import make_plan
 from atari_speed.run.rollouts import run_pqn
 from atari_speed.run.session import Run
@@ -35,6 +35,7 @@ LOOPS: dict[str, Callable[[Run], None]] = {
     "n-env": run_nenv,
     "parallel": run_parallel,
 }
+PQN_LOOPS: dict[str, Callable[[Run], None]] = {"n-env": run_pqn, "parallel": run_parallel_pqn}
 
 
 @contextmanager
@@ -70,7 +71,7 @@ def train(
     interrupted = False
     try:
         with interrupt_as_exception():
-            loop = run_pqn if plan.preset.dqn.algorithm == "pqn" else LOOPS[plan.mode]
+            loop = (PQN_LOOPS if plan.preset.dqn.algorithm == "pqn" else LOOPS)[plan.mode]
             loop(run)
     except KeyboardInterrupt:
         interrupted = True

@@ -15,7 +15,9 @@ from atari_speed.core.config import DQNConfig, PQNConfig
 SHAPE = (2, 36, 36)
 
 
-def filled_rollout(envs: int = 4, steps: int = 8, seed: int = 0) -> RolloutStore:
+def filled_rollout(
+    envs: int = 4, steps: int = 8, seed: int = 0, next_value: int = 0
+) -> RolloutStore:
     rng = np.random.default_rng(seed)
     rollout = RolloutStore(envs, steps, SHAPE)
     for _ in range(steps):
@@ -27,6 +29,7 @@ def filled_rollout(envs: int = 4, steps: int = 8, seed: int = 0) -> RolloutStore
             truncated=rng.random(envs) < 0.1,
             final_obs=rng.integers(0, 255, (envs, *SHAPE), dtype=np.uint8),
         )
+    rollout.finish(np.full((envs, *SHAPE), next_value, np.uint8))
     return rollout
 
 
@@ -38,7 +41,8 @@ def learner(bf16: bool = False, **pqn) -> QLambdaLearner:
 
 
 def test_targets_are_the_q_lambda_returns_of_the_online_network():
-    rollout, next_obs = filled_rollout(), np.full((4, *SHAPE), 7, np.uint8)
+    rollout = filled_rollout(next_value=7)
+    next_obs = np.full((4, *SHAPE), 7, np.uint8)
     pqn = learner(q_lambda=0.5)
     following = np.concatenate([rollout.obs[1:], next_obs[None]])
     next_values = pqn.max_q(following.reshape(-1, *SHAPE)).reshape(8, 4)
@@ -53,24 +57,24 @@ def test_targets_are_the_q_lambda_returns_of_the_online_network():
         0.5,
     )
     assert rollout.truncated.any() and rollout.terminated.any()
-    assert pqn.targets(rollout, next_obs) == pytest.approx(expected, abs=1e-5)
+    assert pqn.targets(rollout) == pytest.approx(expected, abs=1e-5)
 
 
 @pytest.mark.parametrize("bf16", [False, True])
 def test_learn_makes_epochs_times_minibatches_updates_and_fits(bf16):
-    rollout, next_obs = filled_rollout(), np.zeros((4, *SHAPE), np.uint8)
+    rollout = filled_rollout()
     pqn = learner(bf16=bf16, epochs=3, minibatches=4, lr_decay=False)
     rng = np.random.default_rng(0)
-    pqn.learn(rollout, next_obs, 0.0, rng)
+    pqn.learn(rollout, 0.0, rng)
     assert pqn.updates == 12
     first = pqn.pop_loss()
     for _ in range(15):
-        pqn.learn(rollout, next_obs, 0.0, rng)
+        pqn.learn(rollout, 0.0, rng)
     assert pqn.pop_loss() < 0.5 * first
 
 
 def test_learning_rate_decays_linearly_with_progress():
     pqn = learner(epochs=1, minibatches=1, lr_decay=True)
-    pqn.learn(filled_rollout(), np.zeros((4, *SHAPE), np.uint8), 0.75, np.random.default_rng(0))
+    pqn.learn(filled_rollout(), 0.75, np.random.default_rng(0))
     assert pqn.optimizer.param_groups[0]["lr"] == pytest.approx(0.25e-3)
     assert isinstance(pqn.optimizer, torch.optim.RAdam)

@@ -73,3 +73,19 @@ def test_a_truncation_without_final_observation_terminates():
     store.put_obs(np.zeros((1, 1, 1, 1), np.uint8))
     store.commit(np.zeros(1), np.zeros(1), np.array([False]), truncated=np.array([True]))
     assert store.terminated[0, 0] and not store.truncated[0, 0]
+
+
+def test_a_rollout_over_a_shared_buffer_is_seen_by_every_view_of_it():
+    buffer = bytearray(RolloutStore.nbytes(4, 2, (1, 1, 1)))
+    writer, reader = RolloutStore(4, 2, (1, 1, 1), buffer), RolloutStore(4, 2, (1, 1, 1), buffer)
+    cols = slice(2, 4)  # this writer's envs: an actor process owns some columns
+    for t in range(2):
+        writer.put_obs(np.full((2, 1, 1, 1), 10 + t, np.uint8), cols)
+        writer.commit(np.array([1, 2]), np.array([0.5, -1.0]), np.array([False, t == 1]), cols=cols)
+    with pytest.raises(ValueError, match="fill it first"):
+        reader.finish(np.zeros((4, 1, 1, 1), np.uint8))
+    writer.finish(np.full((2, 1, 1, 1), 99, np.uint8), cols)
+    assert reader.obs[:, :, 0, 0, 0].tolist() == [[0, 0, 10, 10], [0, 0, 11, 11]]
+    assert reader.next_obs[:, 0, 0, 0].tolist() == [0, 0, 99, 99]
+    assert reader.actions[1].tolist() == [0, 0, 1, 2] and reader.terminated[1, 3]
+    assert reader.t == 0  # rows written are each view's own count

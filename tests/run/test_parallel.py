@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from atari_speed.agent.networks import DQN
-from atari_speed.run.parallel import VERSION, load_flat, publish
+from atari_speed.run.shared import VERSION, load_flat, publish
 
 
 def test_published_weights_load_into_a_net_of_another_memory_layout():

@@ -71,8 +71,42 @@ def test_play_plays_a_pqn_checkpoint(pqn_run):
     assert len(result["episodes"]) == 1 and result["frames_trained"] == 1024
 
 
-def test_pqn_refuses_modes_it_does_not_run_in(tmp_path):
-    out = run_script("train.py", *TINY, "--mode", "parallel", "--run-dir", str(tmp_path))
-    assert out.returncode == 2 and "algorithm = 'pqn' with mode = 'parallel'" in out.stderr
+def test_pqn_refuses_what_it_cannot_run(tmp_path):
+    out = run_script("train.py", *TINY, "--mode", "baseline", "--run-dir", str(tmp_path))
+    assert out.returncode == 2 and "algorithm = 'pqn' with mode = 'baseline'" in out.stderr
     out = run_script("train.py", *TINY, "--set", "pqn.minibatches=3", "--run-dir", str(tmp_path))
     assert out.returncode == 2 and "does not divide a rollout of 4 envs x 16 steps" in out.stderr
+    out = run_script(
+        "train.py", *TINY, "--set", "run.mode='parallel'", "--set", "run.actors=3",
+        "--set", "pqn.minibatches=5", "--run-dir", str(tmp_path),
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "rollout of 12 envs (3 actors x 4) x 16 steps = 192 transitions" in out.stderr
+
+
+def test_pqn_in_parallel_mode_trains_on_the_actors_rollouts(tmp_path):
+    """Two actor processes fill 2 x 4 envs' columns of each rollout; the learner counts
+    every frame, trains epochs x minibatches per rollout, and the checkpoint resumes."""
+    out = run_script(
+        "train.py", *TINY, "--mode", "parallel", "--set", "run.actors=2", "--profile",
+        "--frames", "1024", "--run-dir", str(tmp_path),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["mode"] == "parallel" and summary["envs"] == 8
+    rollout = 8 * 16
+    assert summary["update_to_data"]["rollout"] == rollout
+    frames, updates = (
+        summary["frames"],
+        load_checkpoint(tmp_path / "checkpoint.pt").learner["updates"],
+    )
+    # 2 epochs x 2 minibatches per rollout trained on; every frame the actors stepped is
+    # counted, and they run at most one rollout ahead of the learner, plus the one they are in
+    assert frames >= 1024 and frames % 4 == 0 and updates % 4 == 0
+    trained = updates // 4
+    assert trained * rollout <= frames <= (trained + 2) * rollout
+    profile = json.loads((tmp_path / "profile.json").read_text())["processes"]
+    assert {"main", "actor 0", "actor 1"} <= set(profile)
+    stages = {name: {row["stage"] for row in p["rows"]} for name, p in profile.items()}
+    assert {"returns", "sgd step", "wait for actors' rollouts"} <= stages["main"]
+    assert {"env step", "action selection", "wait for the learner"} <= stages["actor 1"]

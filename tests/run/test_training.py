@@ -375,7 +375,8 @@ def test_actor_errors_are_reported_naming_the_actor():
     import multiprocessing as mp
 
     from atari_speed.core.errors import WorkerError
-    from atari_speed.run.parallel import SharedSpec, _drain, actor_main
+    from atari_speed.run.parallel import actor_main
+    from atari_speed.run.shared import SharedSpec, drain
 
     games = mp.get_context("spawn").Queue()
     spec = SharedSpec(
@@ -388,13 +389,13 @@ def test_actor_errors_are_reported_naming_the_actor():
         actors=1,
         weights=10,
         start_frames=0,
-        replay_shm="no-such-block",
+        data_shm="no-such-block",
         small_shm="no-such-block",
     )
     actor_main(3, None, spec, None, games)
     time.sleep(0.2)
     with pytest.raises(WorkerError, match=r"actor 3 failed: FileNotFoundError"):
-        _drain(games)
+        drain(games)
 
 
 def test_evaluation_runs_beside_training_and_picks_best_pt(tmp_path):
