@@ -256,13 +256,15 @@ def frame_split(preset: Preset, machine: Machine, backend: str) -> tuple[float, 
     return env_ms, learn_ms
 
 
-def choose_mode(preset: Preset, machine: Machine, backend: str) -> tuple[str, list[str]]:
+def choose_mode(
+    preset: Preset, machine: Machine, backend: str, precision: str = "fp32"
+) -> tuple[str, list[str]]:
     """run.mode: as set; else parallel where spare cores can step the envs while the
     learner trains and the envs are a large enough share of a frame; else n-env."""
     if preset.run.mode != AUTO:
         return preset.run.mode, []
     if preset.dqn.algorithm == "pqn":
-        return choose_pqn_mode(preset, machine, backend)
+        return choose_pqn_mode(preset, machine, backend, precision)
     env_ms, learn_ms = frame_split(preset, machine, backend)
     env_share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
     spare = machine.cores >= 4
@@ -282,15 +284,19 @@ def choose_mode(preset: Preset, machine: Machine, backend: str) -> tuple[str, li
     return "n-env", [f"mode n-env: {why}"]
 
 
-def choose_pqn_mode(preset: Preset, machine: Machine, backend: str) -> tuple[str, list[str]]:
+def choose_pqn_mode(
+    preset: Preset, machine: Machine, backend: str, precision: str
+) -> tuple[str, list[str]]:
     """PQN: parallel (an actor process fills the next rollout while the learner trains on
     this one) where there are 2+ cores for the two and stepping the envs is a fifth of a
     frame or more; on a GPU, n-env (the actions are chosen on the GPU; parallel PQN is
     not measured there)."""
     pqn = preset.pqn
     env_ms = 1e3 / machine.env_steps.get(backend, 1e3)
-    learn_ms = (machine.update_ms or 0.0) * pqn.epochs / (pqn.rollout * (preset.run.envs or 16))
-    learn_ms *= pqn.minibatches  # update_ms is one minibatch of the rollout's
+    update_ms = machine.update_ms_bf16 if precision == "bf16" else machine.update_ms
+    # one update is one minibatch: epochs x minibatches of them per rollout
+    learn_ms = (update_ms or machine.update_ms or 0.0) * pqn.epochs * pqn.minibatches
+    learn_ms /= pqn.rollout * (preset.run.envs or 16)
     env_share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
     split = f"envs take {env_share:.0%} of a frame ({env_ms:.2f} ms env vs {learn_ms:.2f} ms SGD)"
     if machine.gpu is not None:
@@ -350,10 +356,10 @@ def choose_precision(preset: Preset, machine: Machine) -> tuple[str, list[str]]:
 def choose(preset: Preset, machine: Machine) -> tuple[Preset, dict[str, Any]]:
     """Fill in the preset's ``auto`` fields; return it and the choices with reasons."""
     backend, why_backend = choose_backend(preset, machine)
-    mode, why_mode = choose_mode(preset, machine, backend)
+    precision, why_precision = choose_precision(preset, machine)
+    mode, why_mode = choose_mode(preset, machine, backend, precision)
     envs, why_envs = choose_envs(preset, machine)
     threads, why_threads = choose_threads(preset, machine, mode)
-    precision, why_precision = choose_precision(preset, machine)
     chosen = preset.replace(
         "run", mode=mode, envs=envs, learner_threads=threads, precision=precision
     )

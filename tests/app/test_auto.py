@@ -113,6 +113,13 @@ def test_pqn_overlaps_env_steps_with_sgd_where_the_envs_are_a_fifth_of_a_frame()
     assert chosen.run.mode == "n-env" and "too little to overlap" in choices["why"][0]
     chosen, choices = choose(preset, machine(cores=1, update_ms=20.0, ale=5000.0))
     assert chosen.run.mode == "n-env"
+    # the update that counts is the one in the precision chosen
+    m = machine(cores=2, update_ms=200.0, ale=5000.0)
+    m.update_ms_bf16 = 20.0
+    chosen, choices = choose(
+        load_preset("pong-pqn", ["run.mode='auto'", "run.precision='auto'"]), m
+    )
+    assert (chosen.run.mode, chosen.run.precision) == ("parallel", "bf16")
 
 
 def test_pqn_on_a_gpu_chooses_actions_there_in_n_env_mode():
