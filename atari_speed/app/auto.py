@@ -287,10 +287,11 @@ def choose_mode(
 def choose_pqn_mode(
     preset: Preset, machine: Machine, backend: str, precision: str
 ) -> tuple[str, list[str]]:
-    """PQN: parallel (an actor process fills the next rollout while the learner trains on
-    this one) where there are 2+ cores for the two and stepping the envs is a fifth of a
-    frame or more; on a GPU, n-env (the actions are chosen on the GPU; parallel PQN is
-    not measured there)."""
+    """PQN: n-env. Parallel mode (an actor process fills the next rollout while the learner
+    trains on this one) steps more frames a second where envs are a good share of a frame,
+    but its actors play one rollout behind the learner; on the 2-core CPU it trained at
+    1.12x n-env's FPS yet took longer to solve (docs/pong-fast.md), so it is only taken
+    when asked for (``run.mode = "parallel"``). The share is printed, for comparison."""
     pqn = preset.pqn
     env_ms = 1e3 / machine.env_steps.get(backend, 1e3)
     update_ms = machine.update_ms_bf16 if precision == "bf16" else machine.update_ms
@@ -298,18 +299,13 @@ def choose_pqn_mode(
     learn_ms = (update_ms or machine.update_ms or 0.0) * pqn.epochs * pqn.minibatches
     learn_ms /= pqn.rollout * (preset.run.envs or 16)
     env_share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
-    split = f"envs take {env_share:.0%} of a frame ({env_ms:.2f} ms env vs {learn_ms:.2f} ms SGD)"
-    if machine.gpu is not None:
-        return "n-env", [
-            "mode n-env: PQN chooses its actions on the GPU in the learner's process "
-            "(parallel PQN is not measured on a GPU)"
-        ]
-    if machine.cores >= 2 and env_share >= 0.2 and backend != "subprocess":
-        return "parallel", [
-            f"mode parallel: {split}, and an actor process can fill the next rollout on "
-            f"one of {machine.cores} cores while the learner trains on this one"
-        ]
-    return "n-env", [f"mode n-env: {split} on {machine.cores} core(s): too little to overlap"]
+    where = "on the GPU" if machine.gpu else f"on {machine.cores} core(s)"
+    return "n-env", [
+        f"mode n-env: envs take {env_share:.0%} of a frame ({env_ms:.2f} ms env vs "
+        f"{learn_ms:.2f} ms SGD) {where}; PQN's parallel mode steps faster where envs are "
+        "a large share, but its actors play a rollout behind and it solved later where "
+        "measured (docs/pong-fast.md)"
+    ]
 
 
 def choose_envs(preset: Preset, machine: Machine) -> tuple[int, list[str]]:
