@@ -20,13 +20,19 @@ import numpy as np
 from atari_speed.app.ablation import markdown, plot_curves, row, with_deltas
 
 
-def curve_at(run_dir: Path, minutes: list[float]) -> list[tuple[float, int, float] | None]:
-    """(minute, frames, smoothed score) of the last game finished by each minute."""
+def curve_at(
+    run_dir: Path, minutes: list[float], every: float
+) -> list[tuple[float, int, float] | None]:
+    """(minute, frames, smoothed score) of the last game finished by each minute; None
+    before the first game and past the run's end."""
     data = np.loadtxt(run_dir / "scores.csv", delimiter=",", skiprows=1, ndmin=2)
     points: list[tuple[float, int, float] | None] = []
     for m in minutes:
         before = data[data[:, 0] <= m * 60]
-        points.append(None if not len(before) else (m, int(before[-1, 1]), float(before[-1, 3])))
+        ended = len(data) and data[-1, 0] < (m - every) * 60
+        points.append(
+            None if ended or not len(before) else (m, int(before[-1, 1]), float(before[-1, 3]))
+        )
     return points
 
 
@@ -54,7 +60,7 @@ def main() -> None:
         units = ", ".join(machine.get("cpu_bf16_units", [])) or "none recorded"
         print(
             f"- {name}: {cpu} (bf16 units: {units}), {summary['device']}, "
-            f"{summary['torch_threads']} torch threads, {summary['precision']}, "
+            f"torch threads {summary['torch_threads']}, {summary['precision']}, "
             f"mode {summary['mode']}, {summary['envs']} envs"
         )
     longest = max(s["seconds"] for s in summaries) / 60
@@ -62,7 +68,7 @@ def main() -> None:
     print("\nSmoothed score (frames) at each minute of the run's own clock:\n")
     print("| minutes | " + " | ".join(names) + " |")
     print("|---:|" + "---|" * len(names))
-    curves = [curve_at(run, minutes) for run in args.runs]
+    curves = [curve_at(run, minutes, args.every) for run in args.runs]
     for i, m in enumerate(minutes):
         cells = []
         for curve in curves:
