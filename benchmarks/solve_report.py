@@ -21,15 +21,16 @@ from atari_speed.app.ablation import markdown, plot_curves, row, with_deltas
 
 
 def curve_at(
-    run_dir: Path, minutes: list[float], every: float
+    run_dir: Path, marks: list[float], every: float, column: int = 0
 ) -> list[tuple[float, int, float] | None]:
-    """(minute, frames, smoothed score) of the last game finished by each minute; None
-    before the first game and past the run's end."""
+    """(mark, frames, smoothed score) of the last game finished by each mark, in seconds
+    (column 0 of scores.csv) or frames (column 1); None before the first game and past the
+    run's end."""
     data = np.loadtxt(run_dir / "scores.csv", delimiter=",", skiprows=1, ndmin=2)
     points: list[tuple[float, int, float] | None] = []
-    for m in minutes:
-        before = data[data[:, 0] <= m * 60]
-        ended = len(data) and data[-1, 0] < (m - every) * 60
+    for m in marks:
+        before = data[data[:, column] <= m]
+        ended = len(data) and data[-1, column] < m - every
         points.append(
             None if ended or not len(before) else (m, int(before[-1, 1]), float(before[-1, 3]))
         )
@@ -42,7 +43,15 @@ def main() -> None:
     )
     parser.add_argument("runs", nargs="+", type=Path, help="run directories")
     parser.add_argument("--names", nargs="+", help="a name per run (default: the directory)")
-    parser.add_argument("--every", type=float, default=2.0, help="minutes between curve points")
+    parser.add_argument(
+        "--by", choices=("minutes", "frames"), default="minutes", help="the curve's axis"
+    )
+    parser.add_argument(
+        "--every",
+        type=float,
+        default=2.0,
+        help="curve points every so many minutes, or 100k frames with --by frames",
+    )
     parser.add_argument("--png", type=Path, help="write the curves here")
     args = parser.parse_args()
     names = args.names or [run.name for run in args.runs]
@@ -63,18 +72,23 @@ def main() -> None:
             f"torch threads {summary['torch_threads']}, {summary['precision']}, "
             f"mode {summary['mode']}, {summary['envs']} envs"
         )
-    longest = max(s["seconds"] for s in summaries) / 60
-    minutes = list(np.arange(args.every, longest + args.every, args.every))
-    print("\nSmoothed score (frames) at each minute of the run's own clock:\n")
-    print("| minutes | " + " | ".join(names) + " |")
+    if args.by == "frames":
+        every, last, label = args.every * 1e5, max(s["frames"] for s in summaries), "frames"
+    else:
+        every, last, label = args.every * 60, max(s["seconds"] for s in summaries), "minutes"
+    marks = list(np.arange(every, last + every, every))
+    column = 1 if args.by == "frames" else 0
+    curves = [curve_at(run, marks, every, column) for run in args.runs]
+    print(f"\nSmoothed score (frames) at each mark of {label}:\n")
+    print(f"| {label} | " + " | ".join(names) + " |")
     print("|---:|" + "---|" * len(names))
-    curves = [curve_at(run, minutes, args.every) for run in args.runs]
-    for i, m in enumerate(minutes):
+    for i, m in enumerate(marks):
         cells = []
         for curve in curves:
             point = curve[i]
             cells.append("" if point is None else f"{point[2]:+.1f} ({point[1] / 1e6:.2f}M)")
-        print(f"| {m:g} | " + " | ".join(cells) + " |")
+        mark = f"{m / 1e6:.1f}M" if args.by == "frames" else f"{m / 60:g}"
+        print(f"| {mark} | " + " | ".join(cells) + " |")
     if args.png:
         plot_curves("Smoothed game score against wall time", rows, args.png)
         print(f"\ncurves: {args.png}")

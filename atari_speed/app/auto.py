@@ -163,7 +163,7 @@ def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int, bf16: b
         from atari_speed.agent.pqn import QLambdaLearner
 
         learner = QLambdaLearner(net, dqn, pqn, device, bf16=bf16)
-        size = max((preset.run.envs or 16) * pqn.rollout // pqn.minibatches, 1)
+        size = max((preset.run.envs or 32) * pqn.rollout // pqn.minibatches, 1)
         batch = fake_batch(size, obs_shape, actions)
         args = (torch.from_numpy(batch.states), torch.from_numpy(batch.actions))
         args += (torch.from_numpy(batch.returns),)
@@ -287,17 +287,15 @@ def choose_mode(
 def choose_pqn_mode(
     preset: Preset, machine: Machine, backend: str, precision: str
 ) -> tuple[str, list[str]]:
-    """PQN: n-env. Parallel mode (an actor process fills the next rollout while the learner
-    trains on this one) steps more frames a second where envs are a good share of a frame,
-    but its actors play one rollout behind the learner; on the 2-core CPU it trained at
-    1.12x n-env's FPS yet took longer to solve (docs/pong-fast.md), so it is only taken
-    when asked for (``run.mode = "parallel"``). The share is printed, for comparison."""
+    """PQN: n-env, with the envs' share of a frame said. Parallel mode steps faster where
+    that share is large, but its actors play a rollout behind, and where measured it
+    solved later (docs/pong-fast.md): it runs when asked for (``run.mode``)."""
     pqn = preset.pqn
     env_ms = 1e3 / machine.env_steps.get(backend, 1e3)
     update_ms = machine.update_ms_bf16 if precision == "bf16" else machine.update_ms
     # one update is one minibatch: epochs x minibatches of them per rollout
     learn_ms = (update_ms or machine.update_ms or 0.0) * pqn.epochs * pqn.minibatches
-    learn_ms /= pqn.rollout * (preset.run.envs or 16)
+    learn_ms /= pqn.rollout * (preset.run.envs or 32)
     env_share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
     where = "on the GPU" if machine.gpu else f"on {machine.cores} core(s)"
     return "n-env", [
@@ -309,12 +307,13 @@ def choose_pqn_mode(
 
 
 def choose_envs(preset: Preset, machine: Machine) -> tuple[int, list[str]]:
-    """run.envs: as set; else 16 with a GPU, 8 on a CPU."""
+    """run.envs: as set; else PQN's rollout width of pong-fast (32); for DQN 16 with a
+    GPU, 8 on a CPU."""
     if preset.run.envs != 0:
         return preset.run.envs, []
     if preset.dqn.algorithm == "pqn":
-        return 16, [
-            "16 envs: PQN's rollout width, as in pong-fast (a rollout of 16 x pqn.rollout "
+        return 32, [
+            "32 envs: PQN's rollout width, as in pong-fast (a rollout of 32 x pqn.rollout "
             "transitions per round of updates)"
         ]
     if machine.gpu:

@@ -1,5 +1,5 @@
-"""Play and train at the same time (DQN): actor processes and the learner, over shared
-memory.
+"""Play and train at the same time: actor processes and the learner, over shared memory
+(DQN's replay, or PQN's rollouts).
 
 Each actor process runs the one ``Actor`` (``agent/actor.py``) over its own CPU copy of
 the network and writes every transition straight into the shared-memory ``FrameReplay``,
