@@ -86,7 +86,8 @@ def test_pqn_refuses_what_it_cannot_run(tmp_path):
 
 def test_pqn_in_parallel_mode_trains_on_the_actors_rollouts(tmp_path):
     """Two actor processes fill 2 x 4 envs' columns of each rollout; the learner counts
-    every frame, trains epochs x minibatches per rollout, and the checkpoint resumes."""
+    every frame, trains epochs x minibatches per rollout, and every process reports its
+    own profile."""
     out = run_script(
         "train.py", *TINY, "--mode", "parallel", "--set", "run.actors=2", "--profile",
         "--frames", "1024", "--run-dir", str(tmp_path),
