@@ -248,12 +248,22 @@ def choose_backend(preset: Preset, machine: Machine) -> tuple[str, list[str]]:
     return backend, reasons
 
 
-def frame_split(preset: Preset, machine: Machine, backend: str) -> tuple[float, float]:
-    """Milliseconds per frame of env stepping (on ``backend``) and of learning, as
-    calibrated here."""
+def frame_split(
+    preset: Preset, machine: Machine, backend: str, precision: str = "fp32"
+) -> tuple[float, float, float]:
+    """Milliseconds per frame of env stepping (on ``backend``) and of learning (one update
+    in ``precision`` as calibrated here: DQN makes one per ``train_every`` frames, PQN
+    ``epochs`` x ``minibatches`` per rollout), and the envs' share of the two."""
     env_ms = 1e3 / machine.env_steps.get(backend, 1e3)
-    learn_ms = (machine.update_ms or 0.0) / preset.dqn.train_every
-    return env_ms, learn_ms
+    update_ms = (machine.update_ms_bf16 if precision == "bf16" else None) or machine.update_ms
+    if preset.dqn.algorithm == "pqn":
+        pqn = preset.pqn
+        per_rollout = pqn.epochs * pqn.minibatches
+        learn_ms = (update_ms or 0.0) * per_rollout / (pqn.rollout * (preset.run.envs or 32))
+    else:
+        learn_ms = (update_ms or 0.0) / preset.dqn.train_every
+    share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
+    return env_ms, learn_ms, share
 
 
 def choose_mode(
@@ -265,8 +275,7 @@ def choose_mode(
         return preset.run.mode, []
     if preset.dqn.algorithm == "pqn":
         return choose_pqn_mode(preset, machine, backend, precision)
-    env_ms, learn_ms = frame_split(preset, machine, backend)
-    env_share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
+    env_ms, learn_ms, env_share = frame_split(preset, machine, backend, precision)
     spare = machine.cores >= 4
     if machine.gpu is None and spare and env_share >= 0.2 and backend != "subprocess":
         return "parallel", [
@@ -290,13 +299,7 @@ def choose_pqn_mode(
     """PQN: n-env, with the envs' share of a frame said. Parallel mode steps faster where
     that share is large, but its actors play a rollout behind, and where measured it
     solved later (docs/pong-fast.md): it runs when asked for (``run.mode``)."""
-    pqn = preset.pqn
-    env_ms = 1e3 / machine.env_steps.get(backend, 1e3)
-    update_ms = machine.update_ms_bf16 if precision == "bf16" else machine.update_ms
-    # one update is one minibatch: epochs x minibatches of them per rollout
-    learn_ms = (update_ms or machine.update_ms or 0.0) * pqn.epochs * pqn.minibatches
-    learn_ms /= pqn.rollout * (preset.run.envs or 32)
-    env_share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
+    env_ms, learn_ms, env_share = frame_split(preset, machine, backend, precision)
     where = "on the GPU" if machine.gpu else f"on {machine.cores} core(s)"
     return "n-env", [
         f"mode n-env: envs take {env_share:.0%} of a frame ({env_ms:.2f} ms env vs "
