@@ -193,22 +193,42 @@ def actor_main(index: int, plan: Plan, spec: SharedSpec, credits: Any, messages:
 # ---------------------------------------------------------------- the learner
 
 
-def run_parallel(run: Run) -> None:
-    """The learner side of parallel mode: start the actors, learn, stop them on any exit."""
-    plan = run.plan
-    spec = SharedSpec(
-        capacity=run.preset.replay.size,
+def shared_spec(run: Run) -> SharedSpec:
+    """The shared blocks this run's actors and learner need: DQN's replay, or PQN's
+    rollout slots (``rollout`` steps, no replay)."""
+    plan, preset = run.plan, run.preset
+    pqn = preset.dqn.algorithm == "pqn"
+    return SharedSpec(
+        capacity=0 if pqn else preset.replay.size,
         columns=plan.total_envs,
         frame_shape=plan.frame_shape,
         k=plan.stack,
-        n_steps=run.preset.dqn.n_steps,
-        gamma=run.preset.dqn.gamma,
-        actors=run.preset.run.actors,
+        n_steps=1 if pqn else preset.dqn.n_steps,
+        gamma=preset.dqn.gamma,
+        actors=preset.run.actors,
         weights=sum(p.numel() for p in run.learner.net.parameters()),
         start_frames=run.frames,
+        rollout=preset.pqn.rollout if pqn else 0,
     )
-    shared = Shared.create(spec)
-    credits = mp.get_context("spawn").Semaphore(run.schedule.actor_credits(plan.total_envs))
+
+
+def hear_actors(
+    run: Run, shared: Shared, messages: Any, procs: list[mp.Process], counted: int
+) -> tuple[list[Game], int]:
+    """Check the actors are alive, take the games they finished, and count the frames they
+    made at once (checkpoint and summary agree); the games and the frames counted now."""
+    with run.prof.section("actor messages"):
+        check_actors(procs, messages)
+        finished = drain(messages)
+    produced = int(shared.frames.sum())
+    run.tracker.advance(produced - counted)
+    return finished, produced
+
+
+def run_parallel(run: Run) -> None:
+    """The learner side of parallel mode: start the actors, learn, stop them on any exit."""
+    shared = Shared.create(shared_spec(run))
+    credits = mp.get_context("spawn").Semaphore(run.schedule.actor_credits(run.plan.total_envs))
     messages, procs = start_actors(run, shared, actor_main, (credits,))
     try:
         _learn(run, shared, credits, messages, procs)
@@ -219,15 +239,10 @@ def run_parallel(run: Run) -> None:
 def _learn(run: Run, shared: Shared, credits: Any, messages: Any, procs: list[mp.Process]) -> None:
     """Update whenever the actors' frames make one due; otherwise wait for them."""
     prof, dqn = run.prof, run.preset.dqn
-    counted = 0  # frames the actors made in this run, as far as the tracker knows
+    produced = 0  # frames the actors made in this run, as far as the tracker knows
     prof.restart()
     while not run.done:
-        with prof.section("actor messages"):
-            check_actors(procs, messages)
-            finished = drain(messages)
-        produced = int(shared.frames.sum())
-        run.tracker.advance(produced - counted)  # at once: checkpoint and summary agree
-        counted = produced
+        finished, produced = hear_actors(run, shared, messages, procs, produced)
         if run.updates_due(produced) > 0:
             run.update(shared.replay)
             for _ in range(dqn.train_every):
@@ -247,20 +262,7 @@ def _learn(run: Run, shared: Shared, credits: Any, messages: Any, procs: list[mp
 def run_parallel_pqn(run: Run) -> None:
     """PQN's learner in parallel mode: start the actors, train on each rollout they fill,
     stop them on any exit."""
-    plan = run.plan
-    spec = SharedSpec(
-        capacity=0,
-        columns=plan.total_envs,
-        frame_shape=plan.frame_shape,
-        k=plan.stack,
-        n_steps=1,
-        gamma=run.preset.dqn.gamma,
-        actors=run.preset.run.actors,
-        weights=sum(p.numel() for p in run.learner.net.parameters()),
-        start_frames=run.frames,
-        rollout=run.preset.pqn.rollout,
-    )
-    shared = Shared.create(spec)
+    shared = Shared.create(shared_spec(run))
     messages, procs = start_actors(run, shared, actor_main, (None,))
     try:
         _learn_rollouts(run, shared, messages, procs)
@@ -271,15 +273,10 @@ def run_parallel_pqn(run: Run) -> None:
 def _learn_rollouts(run: Run, shared: Shared, messages: Any, procs: list[mp.Process]) -> None:
     """Train on rollout r as soon as every actor has filled its columns of it."""
     prof = run.prof
-    counted = 0  # frames the actors made in this run, as far as the tracker knows
+    produced = 0  # frames the actors made in this run, as far as the tracker knows
     prof.restart()
     while not run.done:
-        with prof.section("actor messages"):
-            check_actors(procs, messages)
-            finished = drain(messages)
-        produced = int(shared.frames.sum())
-        run.tracker.advance(produced - counted)
-        counted = produced
+        finished, produced = hear_actors(run, shared, messages, procs, produced)
         r = int(shared.control[CONSUMED])
         if shared.filled.min() > r:
             rollout = shared.rollouts[r % SLOTS]
