@@ -28,6 +28,8 @@ import numpy as np
 
 from atari_speed.core.shm import Layout, arrays_over, layout_nbytes
 
+# The arrays a saved replay holds (not pending_first: a restored replay starts new games).
+ARRAYS = ("frames", "actions", "rewards", "ends", "terminal", "tail", "first", "written")
 MAX_REDRAWS = 100  # tail rows are ~1 in 27k: redrawing them never takes more than a few
 # Rows at the old end of each column's ring that are never sampled: a writer in another
 # process may be overwriting them (put_obs writes the oldest row, a tail the next) while
@@ -85,6 +87,7 @@ class FrameReplay:
         attach: bool = False,
     ) -> None:
         self.num_envs, self.k, self.n_steps, self.gamma = num_envs, k, n_steps, gamma
+        self.capacity = capacity
         self.rows = self.rows_for(capacity, num_envs, k, n_steps)
         self.frame_shape = tuple(frame_shape)
         layout = self.layout(capacity, num_envs, frame_shape, k, n_steps)
@@ -136,6 +139,31 @@ class FrameReplay:
     def __len__(self) -> int:
         """Transitions held (rows written, up to the ring's size)."""
         return int(np.minimum(self.written, self.rows).sum())
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every array a saved replay holds, by its layout name."""
+        return {name: getattr(self, name) for name in ARRAYS}
+
+    def end_open_episodes(self) -> None:
+        """Close every column's game in progress as a truncation at its last row.
+
+        A restored replay goes on with envs that start new games, so the game each column
+        was in the middle of ends where the buffer does: its last row becomes that game's
+        final frame (a tail row, not itself a transition), the row before it bootstraps
+        from it, and the next row written starts a new game. That is what ``commit``
+        records for a truncated game; one transition per column is given up.
+        """
+        for e in range(self.num_envs):
+            w = int(self.written[e])
+            last = (w - 1) % self.rows
+            if w == 0 or self.ends[last, e]:  # empty, or its last game already ended
+                continue
+            if not self.first[last, e] and w >= 2:
+                prev = (w - 2) % self.rows
+                self.ends[prev, e], self.terminal[prev, e] = True, False
+            self.actions[last, e], self.rewards[last, e] = 0, 0.0
+            self.ends[last, e] = self.terminal[last, e] = self.tail[last, e] = True
+        self.pending_first[:] = True
 
     # ------------------------------------------------------------ writing
 

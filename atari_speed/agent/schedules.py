@@ -32,8 +32,9 @@ def actor_epsilon(explore: ExploreConfig, index: int, actors: int) -> float | No
 class UpdateSchedule:
     """Frames collected -> SGD updates due: the update-to-data ratio, in one place.
 
-    ``frames`` counts the transitions collected since the replay was (re)filled from
-    empty, so a resumed run, which refills it, warms up again before learning.
+    ``frames`` counts the transitions in the replay since it was (re)filled from empty: a
+    resumed run that restored its replay counts those too and learns at once; one that
+    refills warms up again.
     """
 
     train_every: int  # frames per update
@@ -43,9 +44,10 @@ class UpdateSchedule:
         """Updates that should have been made once ``frames`` transitions are collected."""
         return max(0, frames - self.initial) // self.train_every
 
-    def actor_credits(self, frames_per_step: int) -> int:
+    def actor_credits(self, frames_per_step: int, restored: int = 0) -> int:
         """Frame credits actor processes start with (each frame takes one, each update
-        gives back ``train_every``): the warm-up plus a lead of two vector steps of every
-        actor and one update's frames. With less, actors that are all blocked might not yet
-        have made the next update due, and nobody would move."""
-        return self.initial + 2 * frames_per_step + self.train_every
+        gives back ``train_every``): what the warm-up still needs (less the ``restored``
+        transitions of a resumed replay) plus a lead of two vector steps of every actor and
+        one update's frames. With less, actors that are all blocked might not yet have made
+        the next update due, and nobody would move."""
+        return max(0, self.initial - restored) + 2 * frames_per_step + self.train_every

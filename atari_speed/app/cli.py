@@ -17,7 +17,7 @@ from atari_speed.core.config import (
     load_preset,
     load_variants,
 )
-from atari_speed.core.errors import ConfigError, WorkerError
+from atari_speed.core.errors import ConfigError, DiskFullError, WorkerError
 
 PRESET_NAMES = [p.stem for p in PRESET_DIR.glob("*.toml")]
 TRAIN_EPILOG = """\
@@ -156,7 +156,7 @@ def train_main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"train.py: error: {err}", file=sys.stderr)
         return 2
-    except WorkerError as err:
+    except (WorkerError, DiskFullError) as err:
         print(f"train.py: error: {str(err).splitlines()[0]}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as interrupt:

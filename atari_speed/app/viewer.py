@@ -25,9 +25,37 @@ VIDEO_SUFFIXES = (".mp4", ".gif")
 GIF_MAX_FPS = 50.0
 QUIT_KEYS = {ord("q"), 27}  # q, Esc
 
+SYSTEM_FONT_DIRS = ("/usr/share/fonts", "/usr/local/share/fonts", "/usr/X11R6/lib/X11/fonts")
+
+
+def use_system_fonts() -> None:
+    """Point OpenCV's Qt at fonts that exist, before it opens a window.
+
+    Importing the opencv-python wheel sets QT_QPA_FONTDIR to its own ``cv2/qt/fonts``,
+    which the wheel does not ship, so Qt prints ``QFontDatabase: Cannot find font
+    directory`` several times on the first window. A system font directory fixes the
+    cause; without one, Qt's uncategorised warnings are turned off instead.
+    """
+    if Path(os.environ.get("QT_QPA_FONTDIR", "/")).is_dir():
+        return
+    found = next((d for d in SYSTEM_FONT_DIRS if Path(d).is_dir()), None)
+    if found:
+        os.environ["QT_QPA_FONTDIR"] = found
+    else:
+        os.environ.pop("QT_QPA_FONTDIR", None)
+        rules = os.environ.get("QT_LOGGING_RULES", "")
+        os.environ["QT_LOGGING_RULES"] = ";".join(filter(None, (rules, "default.warning=false")))
+
+
+use_system_fonts()  # cv2 is imported above: undo its font directory for this process
+
 # Run in a throwaway child (see why_no_window); a cv2.error becomes one line on stderr.
+# Its environment is this process's, fonts fixed; its own import of cv2 resets them, so
+# the fix is repeated there.
 _PROBE = """
 import sys, cv2
+from atari_speed.app.viewer import use_system_fonts
+use_system_fonts()
 try:
     cv2.namedWindow("probe")
     cv2.destroyAllWindows()

@@ -71,6 +71,19 @@ class RunConfig:
     seed: int = doc("seed of envs, exploration and network init", 0, low=0)
     stop_reward: float = doc("solved when the smoothed game score reaches this", 18.0)
     checkpoint_every: int = doc("frames between checkpoint.pt writes", 100_000, low=1)
+    replay_save: bool = doc(
+        "DQN: save the replay (frames compressed) to replay.npz beside checkpoint.pt on the "
+        "way out (end, Ctrl-C, SIGTERM, error), so --resume trains on at once instead of "
+        "refilling it",
+        True,
+    )
+    replay_save_every: int = doc(
+        "frames between replay.npz writes besides the one on the way out (n-env mode; in "
+        "parallel mode actors write while a copy would be read, so only on the way out); "
+        "0 = only on the way out",
+        0,
+        low=0,
+    )
     channels_last: bool = doc(
         "keep conv weights channels-last: same math, a memory layout oneDNN's CPU "
         "convolutions may run faster on (benchmarks/sgd_step.py measures it; "

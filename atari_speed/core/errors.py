@@ -1,4 +1,12 @@
-"""Errors raised for bad user input, each one a single line that names what to fix."""
+"""Errors raised for bad user input or a failing machine, each one a single line that
+names what to fix."""
+
+from __future__ import annotations
+
+import errno
+
+# errno values that mean the disk (or the user's quota on it) is full.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 class ConfigError(ValueError):
@@ -11,3 +19,26 @@ class ConfigError(ValueError):
 
 class WorkerError(RuntimeError):
     """An env worker process failed or died; the message names the worker and its error."""
+
+
+class DiskFullError(OSError):
+    """A write failed for want of space; the message names the directory. Whatever was
+    being written was removed, and the files it would have replaced are intact."""
+
+
+def disk_full_cause(err: BaseException) -> OSError | None:
+    """The OSError saying "no space left" behind ``err``, if there is one.
+
+    Writers wrap it: torch.save turns the write's ENOSPC into a RuntimeError ("unexpected
+    pos") raised while the OSError is being handled, so the chain is searched too.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in DISK_FULL:
+            return current
+        if isinstance(current, DiskFullError):
+            return current
+        current = current.__cause__ or current.__context__
+    return None

@@ -231,14 +231,23 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower().replace("-", "_")
 
 
+def quiet_ale() -> Any:
+    """ale_py, its logging set to errors only: without this every emulator prints a
+    two-line version banner (once per process, a dozen times in a run with workers).
+    Every env is built after a ``resolve_game``, which calls this."""
+    import ale_py
+
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+    return ale_py
+
+
 def resolve_game(game: str) -> str:
     """Return the ALE ROM id for ``game`` ("pong", "Pong", "MsPacman", "ms_pacman").
 
     A gymnasium id (anything with ``-v``, such as ``PongNoFrameskip-v4``) is returned as
     is, after checking it is registered.
     """
-    import ale_py
-
+    ale_py = quiet_ale()
     if "-v" in game:
         if game not in gym.registry:
             close = difflib.get_close_matches(game, list(gym.registry), n=3)

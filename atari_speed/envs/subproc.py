@@ -12,7 +12,9 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import traceback
+import types
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from multiprocessing.connection import Connection, wait
@@ -32,7 +34,8 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 @contextmanager
 def quiet_children() -> Iterator[None]:
-    """Start child processes with one BLAS/OpenMP thread each and SIGINT ignored.
+    """Start child processes with one BLAS/OpenMP thread each, SIGINT ignored, and
+    without re-running the ``__main__`` script.
 
     One thread: the workers are the parallelism, and numpy's default of one BLAS thread per
     core in every worker thrashes (measured: the numpy image backend ran 15x slower in 2
@@ -41,14 +44,24 @@ def quiet_children() -> Iterator[None]:
     SIGINT ignored: Ctrl-C reaches the whole process group, but only the parent acts on
     it (it saves a checkpoint, then stops its children), so a child never dies of it,
     not even while it is still importing. An ignored signal stays ignored across exec.
+
+    No ``__main__``: a spawned child imports the parent's main script before it runs its
+    target, so a script that builds a subprocess vector env at its top level (no
+    ``if __name__ == "__main__":``, as quick scripts are written) would have every worker
+    run it again and fail. Our children's targets and arguments live in this package, so
+    while they start, ``__main__`` is a bare module that gives spawn nothing to import.
     """
     saved = {var: os.environ.get(var) for var in _THREAD_VARS}
     for var in _THREAD_VARS:
         os.environ.setdefault(var, "1")
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")  # no __file__, no __spec__
     try:
         yield
     finally:
+        if main is not None:
+            sys.modules["__main__"] = main
         signal.signal(signal.SIGINT, previous)
         for var, value in saved.items():
             if value is None:

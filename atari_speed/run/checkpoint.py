@@ -8,15 +8,18 @@ keeps the previous file.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
 from atari_speed.agent.networks import DQN
-from atari_speed.core.errors import ConfigError
+from atari_speed.core.errors import ConfigError, DiskFullError, disk_full_cause
 
 FORMAT = "atari-speed-checkpoint"
 VERSION = 1
@@ -76,19 +79,40 @@ class Checkpoint:
 
 def save_atomic(obj: dict[str, Any], path: Path) -> None:
     """torch.save to a temp file, fsync, rename: a crash mid-write keeps the old file."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
+    with atomic_file(path) as f:
         torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write to a temp file, then rename: a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with atomic_file(path) as f:
+        f.write(text.encode())
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A binary file that becomes ``path`` (fsynced, renamed) when the block ends well.
+
+    On any error the temp file is removed and ``path`` keeps its last good version; a
+    full disk is raised as DiskFullError naming the directory (torch.save hides the
+    OSError behind a RuntimeError, so the error's chain is what tells).
+    """
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if disk_full_cause(err) is not None and not isinstance(err, DiskFullError):
+            raise DiskFullError(
+                f"no space left on {path.parent} while writing {path.name}: free some space "
+                f"or give --run-dir on another disk ({path.name} keeps its last good version)"
+            ) from err
+        raise
 
 
 def save_checkpoint(checkpoint: Checkpoint, path: Path) -> None:

@@ -9,7 +9,8 @@ from atari_speed.run.session import Run
 
 def run_nenv(run: Run) -> None:
     """Step all envs once (one batched forward pass), make the updates that are due, and
-    do the periodic chores; until the run is done."""
+    do the periodic chores; until the run is done. The replay is restored from a resumed
+    run's replay.npz and saved on the way out."""
     plan, preset, prof = run.plan, run.preset, run.prof
     venv = run.vector_env()
     try:
@@ -25,21 +26,27 @@ def run_nenv(run: Run) -> None:
         actor = Actor(
             venv, run.learner.net, replay, slice(None), preset.run.seed, run.rng, plan.device, prof
         )
-        collected = 0  # transitions in this run's replay, which starts empty
-        prof.restart()
-        while not run.done:
-            games = actor.step(run.epsilon)
-            collected += actor.num_envs
-            with prof.section("logging + checkpoints"):
-                run.tracker.advance(actor.num_envs)
-                for game in games:
-                    run.game(game)
-            for _ in range(run.updates_due(collected)):
-                run.update(replay)
-            with prof.section("logging + checkpoints"):
-                run.periodic(len(replay) / preset.replay.size)
+        with run.keep_replay(replay):
+            _loop(run, actor, replay)
     finally:
         prof.stop()
         if prof.enabled:
             run.profiles.update(venv.worker_profiles())
         venv.close()
+
+
+def _loop(run: Run, actor: Actor, replay: FrameReplay) -> None:
+    prof, size = run.prof, run.preset.replay.size
+    collected = 0  # transitions this run added to its replay (beside any restored)
+    prof.restart()
+    while not run.done:
+        games = actor.step(run.epsilon)
+        collected += actor.num_envs
+        with prof.section("logging + checkpoints"):
+            run.tracker.advance(actor.num_envs)
+            for game in games:
+                run.game(game)
+        for _ in range(run.updates_due(collected)):
+            run.update(replay)
+        with prof.section("logging + checkpoints"):
+            run.periodic(len(replay) / size)

@@ -226,14 +226,20 @@ def hear_actors(
 
 
 def run_parallel(run: Run) -> None:
-    """The learner side of parallel mode: start the actors, learn, stop them on any exit."""
+    """The learner side of parallel mode: start the actors, learn, stop them on any exit;
+    the replay is restored before they start and saved once they have stopped."""
     shared = Shared.create(shared_spec(run))
-    credits = mp.get_context("spawn").Semaphore(run.schedule.actor_credits(run.plan.total_envs))
-    messages, procs = start_actors(run, shared, actor_main, (credits,))
     try:
-        _learn(run, shared, credits, messages, procs)
+        with run.keep_replay(shared.replay):
+            lead = run.schedule.actor_credits(run.plan.total_envs, run.restored)
+            credits = mp.get_context("spawn").Semaphore(lead)
+            messages, procs = start_actors(run, shared, actor_main, (credits,))
+            try:
+                _learn(run, shared, credits, messages, procs)
+            finally:
+                stop_actors(run, shared, messages, procs)
     finally:
-        stop_actors(run, shared, messages, procs)
+        shared.close(unlink=True)  # on every exit path: the resource tracker has nothing left
 
 
 def _learn(run: Run, shared: Shared, credits: Any, messages: Any, procs: list[mp.Process]) -> None:
@@ -263,11 +269,14 @@ def run_parallel_pqn(run: Run) -> None:
     """PQN's learner in parallel mode: start the actors, train on each rollout they fill,
     stop them on any exit."""
     shared = Shared.create(shared_spec(run))
-    messages, procs = start_actors(run, shared, actor_main, (None,))
     try:
-        _learn_rollouts(run, shared, messages, procs)
+        messages, procs = start_actors(run, shared, actor_main, (None,))
+        try:
+            _learn_rollouts(run, shared, messages, procs)
+        finally:
+            stop_actors(run, shared, messages, procs)
     finally:
-        stop_actors(run, shared, messages, procs)
+        shared.close(unlink=True)
 
 
 def _learn_rollouts(run: Run, shared: Shared, messages: Any, procs: list[mp.Process]) -> None:

@@ -7,6 +7,10 @@ evaluation) that every loop calls once per iteration.
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,7 @@ from atari_speed.envs.vector import VectorEnv, make_vector_env
 from atari_speed.run.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from atari_speed.run.evaluation import Evaluation
 from atari_speed.run.plan import Plan
+from atari_speed.run.replay_file import REPLAY_FILE, load_replay, save_replay
 from atari_speed.run.tracking import Tracker
 
 
@@ -59,12 +64,17 @@ class Run:
         self.rng = np.random.default_rng(preset.run.seed)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.tracker = Tracker(plan, run_dir)
+        # The replay saved beside the checkpoint resumed (DQN), and what was restored of it.
+        self.saved_replay = Path(resume).parent / REPLAY_FILE if resume else None
+        self.restored = 0  # transitions restored into this run's replay
+        self.replay: FrameReplay | None = None  # kept on the way out (see keep_replay)
         if resume:
             self.resume(load_checkpoint(resume))
         self.updates_at_start = self.learner.updates
         self.next_log = self.frames
         self.next_checkpoint = self.frames + preset.run.checkpoint_every
         self.next_eval = self.frames + preset.eval.every
+        self.next_replay_save = self.frames + preset.run.replay_save_every
         self.evaluation: Evaluation | None = None
         self._batch: Batch | None = None  # reused between samples
 
@@ -98,8 +108,58 @@ class Run:
     # ------------------------------------------------------------ learning
 
     def updates_due(self, collected: int) -> int:
-        """Updates still due once ``collected`` transitions are in this run's replay."""
-        return self.schedule.due(collected) - (self.learner.updates - self.updates_at_start)
+        """Updates still due once ``collected`` more transitions are in this run's replay
+        (beside those restored)."""
+        made = self.learner.updates - self.updates_at_start
+        return self.schedule.due(self.restored + collected) - made
+
+    # ------------------------------------------------------------ the replay on disk
+
+    @contextmanager
+    def keep_replay(self, replay: FrameReplay) -> Iterator[None]:
+        """Restore ``replay`` from the resumed run's replay.npz, and save it on the way out
+        of the block, however it is left (an error in flight is not hidden by a failed
+        save)."""
+        self.restore_replay(replay)
+        self.replay = replay
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.save_replay()
+            raise
+        else:
+            self.save_replay()
+        finally:
+            self.replay = None
+
+    def restore_replay(self, replay: FrameReplay) -> None:
+        """Fill ``replay`` from the resumed checkpoint's replay.npz, if it has one that
+        fits; otherwise say in one line that it refills. Updates go on from where the
+        restored transitions put the schedule: at once, with no warm-up."""
+        if self.saved_replay is None:
+            return
+        started = time.perf_counter()
+        try:
+            saved_at = load_replay(self.saved_replay, replay)
+        except ConfigError as err:
+            print(f"--resume: {err}; refilling {self.preset.replay.initial:,} frames first")
+            return
+        self.restored = len(replay)
+        self.updates_at_start = self.learner.updates - self.schedule.due(self.restored)
+        when = "" if saved_at == self.frames else f", saved at frame {saved_at:,}"
+        print(
+            f"--resume: {self.restored:,} transitions restored from {self.saved_replay} in "
+            f"{time.perf_counter() - started:.1f} s{when}"
+        )
+        self.tracker.note_choices(replay_restored=self.restored)
+
+    def save_replay(self) -> None:
+        """Write the replay to replay.npz (if run.replay_save), atomically."""
+        if self.replay is None or not self.preset.run.replay_save:
+            return
+        with self.prof.section("replay save"):
+            save_replay(self.replay, self.run_dir / REPLAY_FILE, self.frames)
 
     def update(self, replay: FrameReplay) -> None:
         """One SGD update on a batch sampled from ``replay``."""
@@ -128,6 +188,14 @@ class Run:
         if self.frames >= self.next_checkpoint:
             self.next_checkpoint = self.frames + run.checkpoint_every
             self.checkpoint()
+        # n-env only: in parallel mode actors write while a copy would be read.
+        if (
+            run.replay_save_every
+            and self.plan.mode == "n-env"
+            and self.frames >= self.next_replay_save
+        ):
+            self.next_replay_save = self.frames + run.replay_save_every
+            self.save_replay()
         self._evaluate()
 
     def _evaluate(self) -> None:

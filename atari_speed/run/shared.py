@@ -189,7 +189,7 @@ def start_actors(
 ) -> tuple[Any, list[mp.Process]]:
     """Publish the learner's weights, then start ``run.actors`` processes of
     ``target(index, plan, spec, *args, messages)``; the message queue and the processes.
-    On failure, whatever started is stopped and the blocks released. The learner gets
+    On failure, whatever started is stopped (the caller releases the blocks). The learner gets
     every core unless ``run.learner_threads`` says otherwise (auto leaves one for actors
     where they do real work)."""
     cfg = run.preset.run
@@ -222,8 +222,9 @@ def start_actors(
 
 
 def stop_actors(run: Run, shared: Shared, messages: Any, procs: list[mp.Process]) -> None:
-    """Stop and join the actors (killing any that do not stop), collect their profiles,
-    and release the shared blocks."""
+    """Stop and join the actors (killing any that do not stop) and collect their profiles.
+    The blocks stay: the learner may still read them (to save the replay), then closes
+    them itself."""
     run.prof.stop()
     shared.control[STOP] = 1
     if run.prof.enabled:
@@ -236,7 +237,6 @@ def stop_actors(run: Run, shared: Shared, messages: Any, procs: list[mp.Process]
             proc.join(timeout=5)
     messages.close()
     messages.join_thread()
-    shared.close(unlink=True)
 
 
 def collect_profiles(messages: Any, actors: int, into: dict[str, dict[str, Any]]) -> None:

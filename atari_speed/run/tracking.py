@@ -239,6 +239,13 @@ class Tracker:
         self.bar.update(frames)
 
     def close(self) -> None:
-        self.write_summary()
-        self.bar.close()
-        self.writer.close()
+        """Write summary.json and close the bar and TensorBoard, each even if one before it
+        fails (a full disk); the first error is raised after."""
+        first: Exception | None = None
+        for step in (self.write_summary, self.bar.close, self.writer.close):
+            try:
+                step()
+            except Exception as err:
+                first = first or err
+        if first is not None:
+            raise first

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from atari_speed.core.config import Preset
+from atari_speed.core.errors import DiskFullError, disk_full_cause
 from atari_speed.run.baseline import run_baseline
 from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.nenv import run_nenv
@@ -70,23 +71,60 @@ def train(
     run = Run(plan, run_dir or default_run_dir(preset), resume)
     interrupted = False
     try:
-        with interrupt_as_exception():
-            loop = (PQN_LOOPS if plan.preset.dqn.algorithm == "pqn" else LOOPS)[plan.mode]
-            loop(run)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        if run.evaluation is not None:
-            run.evaluation.cancel()
-        run.checkpoint()  # on every exit path: done, solved, Ctrl-C, or an error
-        profile = write_profile(run) if run.prof.enabled else None
-        run.tracker.close()
+        try:
+            with interrupt_as_exception():
+                loop = (PQN_LOOPS if plan.preset.dqn.algorithm == "pqn" else LOOPS)[plan.mode]
+                loop(run)
+        except KeyboardInterrupt:
+            interrupted = True
+        except BaseException:
+            finish(run, failing=True)  # best effort: the loop's error is the one to report
+            raise
+        profile = finish(run, failing=False)
+    except Exception as err:
+        if disk_full_cause(err) is not None and not isinstance(err, DiskFullError):
+            raise DiskFullError(
+                f"no space left on {run.run_dir}: free some space or give --run-dir on another "
+                "disk (checkpoint.pt and summary.json keep their last good versions)"
+            ) from err
+        raise
     summary = run.tracker.summary()
     summary["interrupted"] = interrupted
     summary["profile"] = profile
     if interrupted:
         raise KeyboardInterrupt(summary)
     return summary
+
+
+def finish(run: Run, failing: bool) -> dict[str, dict[str, Any]] | None:
+    """Save and close on every way out: done, solved, Ctrl-C, SIGTERM or an error.
+
+    Every step is tried even when one before it fails (a full disk fails the checkpoint,
+    yet TensorBoard must still be closed). ``failing``: an error is already on its way
+    out, so these steps' own errors are dropped rather than hide it; otherwise the first
+    is raised once all have run. Returns the profile, when the run was profiled.
+    """
+    profile: dict[str, dict[str, Any]] | None = None
+
+    def save_profile() -> None:
+        nonlocal profile
+        profile = write_profile(run)
+
+    steps: list[Callable[[], Any]] = [run.checkpoint]
+    if run.evaluation is not None:
+        steps.insert(0, run.evaluation.cancel)
+    if run.prof.enabled:
+        steps.append(save_profile)
+    steps.append(run.tracker.close)
+    first: BaseException | None = None
+    for step in steps:
+        try:
+            step()
+        except Exception as err:
+            first = first or err
+    if first is not None and not failing:
+        raise first
+    return profile
 
 
 def write_profile(run: Run) -> dict[str, dict[str, Any]]:

@@ -70,28 +70,40 @@ def test_outcome_line_rounds_the_best_reward():
     assert "best smoothed reward none (no game finished)" in outcome({**s, "best_avg_reward": None})
 
 
-def test_resume_continues_frames_optimizer_and_stats(nenv_run, tmp_path):
+def resume(nenv_run: Path, run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    checkpoint = str(nenv_run / "checkpoint.pt")
+    args = ["--preset", "pong-nenv", "--frames", "900", "--run-dir", str(run_dir)]
+    return train(*args, "--resume", checkpoint, *TINY, *extra)
+
+
+def test_resume_continues_frames_optimizer_stats_and_replay(nenv_run, tmp_path):
     before = load_checkpoint(nenv_run / "checkpoint.pt")
-    out = train(
-        "--preset",
-        "pong-nenv",
-        "--frames",
-        "900",
-        "--run-dir",
-        str(tmp_path),
-        "--resume",
-        str(nenv_run / "checkpoint.pt"),
-        *TINY,
-    )
+    out = resume(nenv_run, tmp_path)
     assert out.returncode == 0, out.stderr
+    restored = f"--resume: 600 transitions restored from {nenv_run / 'replay.npz'}"
+    assert restored in out.stdout
     after = load_checkpoint(tmp_path / "checkpoint.pt")
     assert after.frames == 900
-    # The replay is refilled (200 frames), then 1 update per 3 frames resumes the count.
-    updates = after.learner["updates"] - before.learner["updates"]
-    assert 30 <= updates <= 34
+    # The replay came back whole: no warm-up, 1 update per 3 frames from the first one.
+    assert after.learner["updates"] - before.learner["updates"] == 100
     adam = after.learner["optimizer"]["state"][0]["step"]
     assert float(adam) == after.learner["updates"], "Adam's state carried over"
     assert summary(tmp_path)["seconds"] > summary(nenv_run)["seconds"]
+    assert summary(tmp_path)["choices"]["replay_restored"] == 600
+    assert (tmp_path / "replay.npz").is_file()
+
+
+def test_resume_without_the_replay_refills_it_and_says_so(nenv_run, tmp_path):
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "checkpoint.pt").write_bytes((nenv_run / "checkpoint.pt").read_bytes())
+    out = resume(source, tmp_path / "run", "--set", "run.replay_save=false")
+    assert out.returncode == 0, out.stderr
+    assert f"--resume: {source / 'replay.npz'}: no saved replay; refilling 200 frames" in out.stdout
+    updates = load_checkpoint(tmp_path / "run" / "checkpoint.pt").learner["updates"]
+    # The replay is refilled (200 frames), then 1 update per 3 frames resumes the count.
+    assert 30 <= updates - load_checkpoint(source / "checkpoint.pt").learner["updates"] <= 34
+    assert not (tmp_path / "run" / "replay.npz").exists(), "run.replay_save = false"
 
 
 def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
