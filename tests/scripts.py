@@ -45,3 +45,36 @@ def start_script(script: str, *args: str, env: dict[str, str] | None = None) -> 
         start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+
+
+def shm_segments() -> set[str]:
+    """The shared-memory blocks Python's multiprocessing has open on this machine."""
+    shm = Path("/dev/shm")
+    return {p.name for p in shm.glob("psm_*")} if shm.is_dir() else set()
+
+
+def assert_no_shm_left(before: set[str], stderr: str) -> None:
+    """Every block a run created is unlinked by the run itself: none is left, and the
+    resource tracker, which would have unlinked them for it, had nothing to report."""
+    assert shm_segments() - before == set(), "shared memory left behind"
+    assert "leaked shared_memory" not in stderr and "resource_tracker" not in stderr, stderr
+
+
+def run_patched(
+    patch: str, script_args: list[str], timeout: float = 240
+) -> subprocess.CompletedProcess:
+    """``train.py script_args`` in a fresh interpreter after running ``patch`` (Python that
+    injects a fault into the training process)."""
+    code = (
+        "import sys\n"
+        f"{patch}\n"
+        "from atari_speed.app.cli import train_main\n"
+        f"sys.exit(train_main({script_args!r}))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from atari_speed.core.config import (
     load_preset,
     load_variants,
 )
-from atari_speed.core.errors import ConfigError, DiskFullError, WorkerError
+from atari_speed.core.errors import ConfigError, DiskFullError, WorkerError, disk_full_cause
 
 PRESET_NAMES = [p.stem for p in PRESET_DIR.glob("*.toml")]
 TRAIN_EPILOG = """\
@@ -130,8 +131,21 @@ def check_main(preset_name: str, overrides: list[str]) -> int:
     return 0
 
 
+def quiet_disk_full_in_threads() -> None:
+    """A thread that dies of a full disk (TensorBoard's writer) prints no traceback: the
+    main thread's next write meets the same error and reports it in one line."""
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if disk_full_cause(args.exc_value) is None:
+            previous(args)
+
+    threading.excepthook = hook
+
+
 def train_main(argv: list[str] | None = None) -> int:
     args = train_parser().parse_args(argv)
+    quiet_disk_full_in_threads()
     flags = {
         "mode": "run.mode",
         "envs": "run.envs",

@@ -276,3 +276,30 @@ def test_profile_times_each_stage_where_the_envs_run(backend):
             assert rows["wait for command"]["calls"] >= 10
     finally:
         venv.close()
+
+
+GUARDLESS_SCRIPT = """
+import numpy as np
+import atari_speed
+
+print("top of script")
+env = atari_speed.make_vector_env("book", "pong", num_envs=2, backend="subprocess")
+obs, _ = env.reset(seed=0)
+for _ in range(3):
+    obs, *_ = env.step(np.zeros(2, dtype=np.int64))
+print("stepped", obs.shape)
+env.close()
+"""
+
+
+def test_the_subprocess_backend_works_from_a_script_without_a_main_guard(tmp_path):
+    # Spawned workers would import the script as their __main__ and run it again (every
+    # worker failing at start); they are started without it. No emulator banner either.
+    script = tmp_path / "quick.py"
+    script.write_text(GUARDLESS_SCRIPT)
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["top of script", "stepped (2, 4, 84, 84)"]
+    assert out.stderr == ""

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from atari_speed.run.checkpoint import load_checkpoint
-from tests.scripts import run_script, start_script
+from tests.scripts import assert_no_shm_left, run_script, shm_segments, start_script
 
 TINY = [
     "--set",
@@ -207,6 +207,7 @@ def kill(proc: subprocess.Popen) -> None:
 )
 @pytest.mark.parametrize("stop", [ctrl_c, kill])
 def test_ctrl_c_or_kill_saves_a_checkpoint_and_exits_130(tmp_path, mode, stop):
+    before = shm_segments()
     proc = start_training(*mode, "--frames", "10000000", "--run-dir", str(tmp_path), *TINY)
     try:
         actors = wait_until_training(proc, tmp_path)["choices"].get("actor_pids", [])
@@ -217,6 +218,7 @@ def test_ctrl_c_or_kill_saves_a_checkpoint_and_exits_130(tmp_path, mode, stop):
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
     assert "checkpoint.pt saved" in err and "Traceback" not in err
+    assert_no_shm_left(before, err)
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     assert data.frames > 0 and data.frames == summary(tmp_path)["frames"]
     for pid in actors:  # stopped and reaped by train.py, not left to the init process
@@ -302,6 +304,7 @@ def test_corrupt_checkpoint_is_refused_in_one_line(tmp_path, nenv_run):
 
 
 def test_parallel_mode_two_actors_end_to_end(tmp_path):
+    before = shm_segments()
     out = train(
         "--preset",
         "pong-parallel",
@@ -317,6 +320,7 @@ def test_parallel_mode_two_actors_end_to_end(tmp_path):
         *TINY,
     )
     assert out.returncode == 0, out.stderr
+    assert_no_shm_left(before, out.stderr)
     s = summary(tmp_path)
     assert s["mode"] == "parallel" and s["envs"] == 4 and s["frames"] >= 500
     processes = json.loads((tmp_path / "profile.json").read_text())["processes"]
@@ -355,6 +359,7 @@ def test_parallel_mode_without_actor_processes_is_n_env_mode(tmp_path):
 
 
 def test_killed_actor_stops_the_run_with_a_checkpoint_and_no_orphans(tmp_path):
+    before = shm_segments()
     proc = start_training(
         "--preset",
         "pong-parallel",
@@ -378,6 +383,7 @@ def test_killed_actor_stops_the_run_with_a_checkpoint_and_no_orphans(tmp_path):
     assert proc.returncode == 1
     assert f"actor 1 (pid {pids[1]}) died with exit code -9" in err
     assert "Traceback" not in err
+    assert_no_shm_left(before, err)
     assert load_checkpoint(tmp_path / "checkpoint.pt").frames > 0
     with pytest.raises(ProcessLookupError):
         os.kill(pids[0], 0)
