@@ -4,11 +4,16 @@ A checkpoint is a ``torch.save`` of plain containers and tensors only, so it loa
 ``weights_only=True`` (no arbitrary unpickling). ``checkpoint.pt`` carries everything a
 run needs to resume; ``best.pt`` only the network. Writes are atomic: a crash mid-write
 keeps the previous file.
+
+It also carries a SHA-256 ``digest`` of its contents: torch.load does not check the zip's
+CRCs, so a flipped byte inside a tensor loads without complaint, and play.py would play,
+or --resume train on, damaged weights. Files from before the digest load unchecked.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,11 +55,13 @@ class Checkpoint:
     def to_dict(self) -> dict[str, Any]:
         # Shallow: dataclasses.asdict would deep-copy every tensor of the state dicts.
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {
+        out = {
             "format": FORMAT,
             "version": VERSION,
             **{k: v for k, v in data.items() if v is not None},
         }
+        out["digest"] = digest(out)
+        return out
 
     def policy(self, device: torch.device) -> DQN:
         """The network with its weights, on ``device``, in eval mode, to play; ConfigError
@@ -75,6 +82,32 @@ class Checkpoint:
                 f"for observations {list(self.obs_shape)} ({first[:160]})"
             ) from None
         return net.to(device).eval()
+
+
+def digest(data: dict[str, Any]) -> str:
+    """SHA-256 of a checkpoint's contents (its ``digest`` key aside): every key, value and
+    tensor byte, in a fixed order."""
+    h = hashlib.sha256()
+
+    def feed(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous()
+            h.update(f"tensor {t.dtype} {tuple(t.shape)};".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(value, dict):
+            h.update(f"dict {len(value)};".encode())
+            for key in sorted(value, key=repr):
+                feed(key)
+                feed(value[key])
+        elif isinstance(value, list | tuple):
+            h.update(f"{type(value).__name__} {len(value)};".encode())
+            for item in value:
+                feed(item)
+        else:
+            h.update(f"{type(value).__name__} {value!r};".encode())
+
+    feed({k: v for k, v in data.items() if k != "digest"})
+    return h.hexdigest()
 
 
 def save_atomic(obj: dict[str, Any], path: Path) -> None:
@@ -135,7 +168,9 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         raise ConfigError(
             f"{path}: checkpoint format version {data.get('version')}, this app reads {VERSION}"
         )
-    fields = {k: v for k, v in data.items() if k not in ("format", "version")}
+    if "digest" in data and data["digest"] != digest(data):
+        raise ConfigError(f"{path}: damaged checkpoint (its contents do not match its digest)")
+    fields = {k: v for k, v in data.items() if k not in ("format", "version", "digest")}
     try:
         return Checkpoint(**fields)
     except TypeError as err:  # a key missing or unknown: a damaged or foreign file

@@ -40,6 +40,8 @@ class Run:
     def __init__(self, plan: Plan, run_dir: Path, resume: str | None = None) -> None:
         preset = plan.preset
         self.plan, self.preset, self.run_dir = plan, preset, run_dir
+        # Read first: a checkpoint that cannot be resumed is refused before anything is made.
+        checkpoint = load_checkpoint(resume) if resume else None
         cuda = plan.device.type == "cuda"
         # This process's stages (--profile); other processes' reports go in ``profiles``.
         self.prof = Profiler(preset.run.profile, sync=torch.cuda.synchronize if cuda else None)
@@ -68,8 +70,8 @@ class Run:
         self.saved_replay = Path(resume).parent / REPLAY_FILE if resume else None
         self.restored = 0  # transitions restored into this run's replay
         self.replay: FrameReplay | None = None  # kept on the way out (see keep_replay)
-        if resume:
-            self.resume(load_checkpoint(resume))
+        if checkpoint is not None:
+            self.resume(checkpoint)
         self.updates_at_start = self.learner.updates
         self.next_log = self.frames
         self.next_checkpoint = self.frames + preset.run.checkpoint_every

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -76,3 +77,89 @@ def test_other_versions_and_damaged_fields_are_refused_in_one_line(tmp_path, cha
     with pytest.raises(ConfigError, match=message) as err:
         load_checkpoint(tmp_path / "c.pt")
     assert "\n" not in str(err.value)
+
+
+# ---------------------------------------------------------------- fuzzing
+
+
+@pytest.fixture(scope="module")
+def real_checkpoint(tmp_path_factory):
+    """checkpoint.pt of a short PQN run (small network: a 3 MB file), and its digest."""
+    from tests.scripts import run_script
+
+    run_dir = tmp_path_factory.mktemp("fuzz")
+    args = ["--preset", "pong-pqn", "--envs", "2", "--frames", "64", "--run-dir", str(run_dir)]
+    out = run_script("train.py", *args, "--set", "pqn.rollout=8", "--set", "pqn.minibatches=2")
+    assert out.returncode == 0, out.stderr
+    path = run_dir / "checkpoint.pt"
+    return path, torch.load(path, weights_only=True)["digest"]
+
+
+def damaged_copies(data: bytes, rng, cuts: int, flips: int):
+    """(name, bytes): the file cut at random points, and with random bytes flipped (one,
+    or a run of up to 64)."""
+    for at in sorted(rng.integers(0, len(data), cuts)):
+        yield f"cut at {at}", data[:at]
+    for i in range(flips):
+        damaged, at = bytearray(data), int(rng.integers(0, len(data)))
+        width = 1 if i % 2 else int(rng.integers(2, 65))
+        for j in range(at, min(at + width, len(data))):
+            damaged[j] ^= int(rng.integers(1, 256))
+        yield f"{width} byte(s) flipped at {at}", bytes(damaged)
+
+
+def refused_in_one_line(code: int, err: str) -> bool:
+    return code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_damaged_checkpoints_are_refused_by_play_in_one_line(real_checkpoint, tmp_path, capsys):
+    from atari_speed.app.play import play_main
+
+    path, good = real_checkpoint
+    rng = np.random.default_rng(13)
+    target = tmp_path / "checkpoint.pt"
+    for name, data in damaged_copies(path.read_bytes(), rng, cuts=40, flips=60):
+        target.write_bytes(data)
+        try:  # a flip in the zip's padding changes nothing: such a file is the original
+            if torch.load(target, weights_only=True).get("digest") == good:
+                load_checkpoint(target)
+                continue
+        except Exception:
+            pass
+        code = play_main([str(target), "--episodes", "1", "--json"])
+        err = capsys.readouterr().err
+        assert refused_in_one_line(code, err), f"{name}: exit {code}, {err!r}"
+        assert str(target) in err, name
+
+
+def test_damaged_checkpoints_are_refused_by_resume_in_one_line(real_checkpoint, tmp_path, capsys):
+    from atari_speed.app.cli import train_main
+
+    path, _ = real_checkpoint
+    rng = np.random.default_rng(14)
+    target = tmp_path / "damaged" / "checkpoint.pt"
+    target.parent.mkdir()
+    args = ["--preset", "pong-pqn", "--envs", "2", "--run-dir", str(tmp_path / "run")]
+    for name, data in damaged_copies(path.read_bytes(), rng, cuts=8, flips=8):
+        target.write_bytes(data)
+        code = train_main([*args, "--resume", str(target)])
+        err = capsys.readouterr().err
+        assert refused_in_one_line(code, err), f"{name}: exit {code}, {err!r}"
+        assert not (tmp_path / "run").exists(), f"{name}: nothing is made for a bad checkpoint"
+
+
+@pytest.mark.parametrize("script", ["play.py", "train.py"])
+def test_a_damaged_checkpoint_ends_the_entry_points_at_once(real_checkpoint, tmp_path, script):
+    from tests.scripts import run_script
+
+    path, _ = real_checkpoint
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    target = tmp_path / "checkpoint.pt"
+    target.write_bytes(bytes(data))
+    args = (
+        [str(target)] if script == "play.py" else ["--preset", "pong-pqn", "--resume", str(target)]
+    )
+    out = run_script(script, *args, timeout=60)
+    assert refused_in_one_line(out.returncode, out.stderr), out.stderr
+    assert f"{target}: damaged checkpoint" in out.stderr
