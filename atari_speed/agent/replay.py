@@ -144,16 +144,17 @@ class FrameReplay:
         """Every array a saved replay holds, by its layout name."""
         return {name: getattr(self, name) for name in ARRAYS}
 
-    def end_open_episodes(self) -> None:
+    def end_open_episodes(self, cols: slice = slice(None)) -> None:
         """Close every column's game in progress as a truncation at its last row.
 
-        A restored replay goes on with envs that start new games, so the game each column
+        A restored replay (or columns whose actor was replaced) goes on with envs that
+        start new games, so the game each column
         was in the middle of ends where the buffer does: its last row becomes that game's
         final frame (a tail row, not itself a transition), the row before it bootstraps
         from it, and the next row written starts a new game. That is what ``commit``
         records for a truncated game; one transition per column is given up.
         """
-        for e in range(self.num_envs):
+        for e in np.arange(self.num_envs)[cols]:
             w = int(self.written[e])
             last = (w - 1) % self.rows
             if w == 0 or self.ends[last, e]:  # empty, or its last game already ended
@@ -163,7 +164,7 @@ class FrameReplay:
                 self.ends[prev, e], self.terminal[prev, e] = True, False
             self.actions[last, e], self.rewards[last, e] = 0, 0.0
             self.ends[last, e] = self.terminal[last, e] = self.tail[last, e] = True
-        self.pending_first[:] = True
+        self.pending_first[cols] = True
 
     # ------------------------------------------------------------ writing
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from atari_speed.core.config import (
     DEVICES,
+    ENGINES,
     MODES,
     PRESET_DIR,
     Preset,
@@ -28,9 +29,11 @@ or a path to a TOML file. Every field below can be set with --set section.key=va
 
 Output goes to runs/<date>-<preset>-<mode>/: TensorBoard logs (tensorboard --logdir runs),
 summary.json, checkpoint.pt (every run.checkpoint_every frames and on exit, Ctrl-C and
-kill included) and best.pt (the best model so far). --resume continues frames, epsilon,
-optimizer and statistics from a checkpoint.pt; DQN's replay buffer is refilled (PQN
-keeps none).
+kill included), replay.npz (DQN's replay, on exit) and best.pt (the best model so far).
+--resume continues frames, epsilon, optimizer, statistics and RNG from a checkpoint.pt,
+and the replay from the replay.npz beside it, so it trains on at once (without one it
+refills the replay first, and says so; PQN keeps no replay; baseline mode's ptan buffer
+is refilled).
 
 preset fields:
 """
@@ -55,6 +58,18 @@ def train_parser() -> argparse.ArgumentParser:
         help="override run.envs (envs, or per actor); auto = chosen from the machine",
     )
     parser.add_argument("--frames", type=int, help="override run.frames (agent steps, all envs)")
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help="override run.engine: where parallel mode's actors run (ray: Ray actors, needs "
+        "`uv run --extra ray`; implies --mode parallel)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        help="with --engine ray: join this Ray cluster (`ray start --head` prints it) instead "
+        "of starting a local Ray for the run (sets run.ray_address)",
+    )
     parser.add_argument("--device", choices=DEVICES, help="override run.device")
     parser.add_argument("--seed", type=int, help="override run.seed")
     parser.add_argument(
@@ -152,10 +167,16 @@ def train_main(argv: list[str] | None = None) -> int:
         "frames": "run.frames",
         "device": "run.device",
         "seed": "run.seed",
+        "engine": "run.engine",
+        "ray_address": "run.ray_address",
     }
     overrides = list(args.overrides)
     if args.profile:
         overrides.append("run.profile=true")
+    if (args.engine == "ray" or args.ray_address) and args.mode is None:
+        overrides.append("run.mode='parallel'")  # Ray runs parallel mode's actors
+    if args.ray_address and args.engine is None:
+        overrides.append("run.engine='ray'")
     for flag, key in flags.items():
         value = getattr(args, flag)
         if value is not None:

@@ -20,6 +20,7 @@ from atari_speed.core.errors import ConfigError
 PRESET_DIR = Path(__file__).resolve().parents[2] / "presets"
 
 MODES = ("baseline", "n-env", "parallel", "auto")
+ENGINES = ("local", "ray")
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("sync", "subprocess", "ale", "auto")
 NETWORKS = ("nature", "nips", "small")
@@ -54,6 +55,29 @@ class RunConfig:
         high=64,
     )
     publish_every: int = doc("SGD updates between weight publishes to actors (parallel)", 50, low=1)
+    engine: str = doc(
+        "where parallel mode's actors run: local (processes on this machine, shared memory) "
+        "| ray (Ray actors, on this machine or a cluster: uv run --extra ray; docs/scale.md)",
+        "local",
+        choices=ENGINES,
+    )
+    ray_address: str = doc(
+        "engine = ray: the cluster to join (train.py --ray-address, as `ray start --head` "
+        "prints it); '' = start a local Ray for this run and stop it at its end",
+        "",
+    )
+    ray_steps: int = doc(
+        "engine = ray: vector steps an actor plays per batch it sends the learner (its "
+        "frames cross the object store as one set of arrays)",
+        16,
+        low=1,
+    )
+    actor_restarts: int = doc(
+        "engine = ray: times a dead actor is restarted (its process killed, its node lost) "
+        "before the run ends naming it",
+        3,
+        low=0,
+    )
     learner_threads: int = doc(
         "torch threads of the learner (parallel); 0 = all cores, since "
         "actors mostly wait for frame credits",
@@ -285,6 +309,16 @@ def check_consistency(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [env] backend = 'subprocess' with mode = 'parallel'; actors are "
             "processes already and step their envs in-process: use 'sync' or 'ale'"
+        )
+    if preset.run.engine == "ray" and preset.run.mode != "parallel":
+        raise ConfigError(
+            f"{source}: [run] engine = 'ray' with mode = {preset.run.mode!r}; Ray runs parallel "
+            "mode's actors: use mode = 'parallel'"
+        )
+    if preset.run.engine == "ray" and preset.dqn.algorithm == "pqn":
+        raise ConfigError(
+            f"{source}: [run] engine = 'ray' with algorithm = 'pqn'; the Ray engine carries "
+            "DQN's transitions so far: use engine = 'local' for PQN"
         )
     if preset.dqn.algorithm == "pqn":
         _check_pqn(source, preset)

@@ -63,6 +63,18 @@ class Plan:
         return (self.obs_shape[0] // self.stack, *self.obs_shape[1:])
 
 
+def require_ray() -> Any:
+    """The ray module, or ConfigError saying how to install it (an optional extra)."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            "run.engine = 'ray' needs Ray, an optional extra: run `uv run --extra ray "
+            "train.py ...` (or `uv sync --extra ray` once)"
+        ) from None
+    return ray
+
+
 def make_plan(preset: Preset, choices: dict[str, Any] | None = None, bf16: bool = False) -> Plan:
     """Resolve ``preset`` into a plan; ConfigError if an ``auto`` field is left unchosen."""
     run, env = preset.run, preset.env
@@ -71,6 +83,8 @@ def make_plan(preset: Preset, choices: dict[str, Any] | None = None, bf16: bool 
             "run.mode, run.envs, run.precision or env.backend is 'auto': choose them first "
             "(app/auto.py)"
         )
+    if run.mode == "parallel" and run.actors and run.engine == "ray":
+        require_ray()  # before anything of the run is made
     device = pick_device(run.device)
     cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
     bf16 = run.precision == "bf16" or (run.amp and cuda_bf16)

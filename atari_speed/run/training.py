@@ -5,7 +5,8 @@ The modes differ only in who steps the envs and where (see README, "How the mode
 - ``baseline``: the book's loop on ptan, one env (``run/baseline.py``);
 - ``n-env``: the one actor steps N envs in this process, alternating with updates
   (``run/nenv.py``); also ``parallel`` with ``run.actors = 0``;
-- ``parallel``: actor processes play while this process learns (``run/parallel.py``).
+- ``parallel``: actor processes play while this process learns (``run/parallel.py``),
+  or Ray actors do, on this machine or a cluster (``run/ray_engine.py``).
 
 They share the plan, the learner, the update schedule and the run's bookkeeping
 (``run/session.py``).
@@ -27,7 +28,7 @@ from atari_speed.run.baseline import run_baseline
 from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.nenv import run_nenv
 from atari_speed.run.parallel import run_parallel, run_parallel_pqn
-from atari_speed.run.plan import make_plan
+from atari_speed.run.plan import Plan, make_plan
 from atari_speed.run.rollouts import run_pqn
 from atari_speed.run.session import Run
 
@@ -53,6 +54,15 @@ def interrupt_as_exception() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def loop_for(plan: Plan) -> Callable[[Run], None]:
+    """The loop of the plan's mode, algorithm and engine."""
+    if plan.mode == "parallel" and plan.preset.run.engine == "ray":
+        from atari_speed.run.ray_engine import run_ray  # Ray only when asked for
+
+        return run_ray
+    return (PQN_LOOPS if plan.preset.dqn.algorithm == "pqn" else LOOPS)[plan.mode]
+
+
 def default_run_dir(preset: Preset) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{stamp}-{preset.name}-{preset.run.mode}"
@@ -73,8 +83,7 @@ def train(
     try:
         try:
             with interrupt_as_exception():
-                loop = (PQN_LOOPS if plan.preset.dqn.algorithm == "pqn" else LOOPS)[plan.mode]
-                loop(run)
+                loop_for(plan)(run)
         except KeyboardInterrupt:
             interrupted = True
         except BaseException:

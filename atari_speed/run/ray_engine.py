@@ -1,0 +1,329 @@
+"""Parallel mode on Ray (``run.engine = "ray"``): the actors are Ray actors, on this
+machine or on a cluster's nodes, and the learner is this process.
+
+Each Ray actor runs the one ``Actor`` (``agent/actor.py``) over its own vector env and a
+CPU copy of the network, into a ``StepRecorder`` instead of a replay: ``run.ray_steps``
+vector steps become one set of numpy arrays (each step's newest frame, actions, rewards,
+how games ended), which crosses Ray's object store as a whole, never a transition at a
+time. The learner writes them into its replay columns for that actor with the same
+``put_obs``/``commit`` calls an in-process actor makes, so the replay, its n-step
+returns and truncation handling are the ones every other mode uses.
+
+The update-to-data ratio is the preset's exactly: the learner makes the updates
+``UpdateSchedule`` says are due for the frames it has received, and each actor has one
+batch in flight, so actors run at most one batch ahead of the learner. Weights go out
+with ``ray.put`` every ``run.publish_every`` updates, to each actor with its next batch.
+
+Faults: an actor that dies (its process killed, its node lost) is replaced by a new one
+for the same replay columns, up to ``run.actor_restarts`` times, with a line and the
+TensorBoard counter ``ray/actor_restarts``; past that, or on an error raised in actor
+code, the run ends with a WorkerError naming the actor. Every wait has a timeout; on every
+way out the actors are killed and a Ray started for the run is shut down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from atari_speed.agent.actor import Actor, Game
+from atari_speed.agent.networks import build_network
+from atari_speed.agent.replay import FrameReplay
+from atari_speed.agent.schedules import actor_epsilon, epsilon_at
+from atari_speed.core.errors import WorkerError
+from atari_speed.core.timing import Profiler
+from atari_speed.envs.vector import make_vector_env
+from atari_speed.run.plan import Plan, require_ray
+from atari_speed.run.session import Run
+from atari_speed.run.shared import load_flat
+
+WAIT = 0.5  # seconds: the longest ray.wait blocks before the learner looks around again
+START_TIMEOUT = 300.0  # seconds for an actor to build its envs and answer
+
+
+# ---------------------------------------------------------------- the actor side
+
+
+@dataclass
+class StepRecorder:
+    """A sink for the one ``Actor`` that keeps ``steps`` vector steps of ``num_envs`` envs
+    as arrays: what an actor sends the learner in one piece."""
+
+    steps: int
+    num_envs: int
+    frame_shape: tuple[int, ...]
+    t: int = 0
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    finals: dict[int, np.ndarray] = field(default_factory=dict)  # step -> truncated frames
+
+    def __post_init__(self) -> None:
+        grid = (self.steps, self.num_envs)
+        self.arrays = {
+            "frames": np.empty((*grid, *self.frame_shape), np.uint8),  # each obs's newest
+            "actions": np.empty(grid, np.int64),
+            "rewards": np.empty(grid, np.float32),
+            "terminated": np.empty(grid, bool),
+            "truncated": np.empty(grid, bool),
+        }
+
+    def put_obs(self, obs: np.ndarray, cols: slice = slice(None)) -> None:
+        self.arrays["frames"][self.t] = obs[:, -self.frame_shape[0] :]
+
+    def commit(
+        self,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        terminated: np.ndarray,
+        *,
+        truncated: np.ndarray | None = None,
+        final_obs: np.ndarray | None = None,
+        cols: slice = slice(None),
+    ) -> None:
+        a, t = self.arrays, self.t
+        a["actions"][t], a["rewards"][t], a["terminated"][t] = actions, rewards, terminated
+        a["truncated"][t] = False if truncated is None else truncated
+        if final_obs is not None:
+            self.finals[t] = np.asarray(final_obs)[:, -self.frame_shape[0] :].copy()
+        self.t += 1
+
+    def take(self) -> dict[str, Any]:
+        """The steps recorded, as arrays to send, and a fresh start."""
+        batch = {**{k: v.copy() for k, v in self.arrays.items()}, "finals": self.finals}
+        self.t, self.finals = 0, {}
+        return batch
+
+
+def write_batch(batch: dict[str, Any], replay: FrameReplay, cols: slice) -> int:
+    """Write an actor's batch into ``replay`` columns ``cols``, step by step, as the actor
+    would have written it there itself; the frames (agent steps) it held."""
+    steps, envs = batch["actions"].shape
+    for t in range(steps):
+        replay.put_obs(batch["frames"][t], cols)
+        replay.commit(
+            batch["actions"][t],
+            batch["rewards"][t],
+            batch["terminated"][t],
+            truncated=batch["truncated"][t],
+            final_obs=batch["finals"].get(t),
+            cols=cols,
+        )
+    return steps * envs
+
+
+class RayActor:
+    """One actor of a Ray run: its vector env, network copy and ``Actor``; ``play``
+    returns the next ``run.ray_steps`` steps as one batch. A plain class, made a Ray
+    actor by ``ray.remote`` when the engine starts (so Ray is needed only then)."""
+
+    def __init__(self, index: int, plan: Plan, seed: int) -> None:
+        torch.set_num_threads(1)
+        preset = plan.preset
+        self.net = build_network(preset.dqn, plan.obs_shape, plan.actions)
+        venv = make_vector_env(
+            plan.pipeline, preset.env.game, preset.run.envs, backend=preset.env.backend
+        )
+        self.recorder = StepRecorder(preset.run.ray_steps, venv.num_envs, plan.frame_shape)
+        rng = np.random.default_rng(seed)
+        self.actor = Actor(
+            venv,
+            self.net,
+            self.recorder,
+            slice(None),
+            seed,
+            rng,
+            torch.device("cpu"),
+            Profiler(False),
+        )
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def play(self, weights: np.ndarray | None, epsilon: float) -> tuple[dict[str, Any], list[Game]]:
+        """``run.ray_steps`` vector steps with ``weights`` (if new) at ``epsilon``: the
+        batch and the games that ended in it."""
+        if weights is not None:
+            load_flat(self.net, torch.from_numpy(weights))
+        games: list[Game] = []
+        for _ in range(self.recorder.steps):
+            games += self.actor.step(epsilon)
+        return self.recorder.take(), games
+
+    def close(self) -> None:
+        self.actor.close()
+
+
+# ---------------------------------------------------------------- the learner side
+
+
+@contextmanager
+def ray_session(run: Run) -> Iterator[Any]:
+    """Ray, joined at ``run.ray_address`` or started here (and stopped on the way out)."""
+    ray = require_ray()
+    cfg = run.preset.run
+    started = not ray.is_initialized()
+    if started:
+        if cfg.ray_address:
+            ray.init(address=cfg.ray_address, logging_level="ERROR", log_to_driver=False)
+        else:
+            # Every actor asks for a CPU; a laptop with fewer cores than actors still runs
+            # them all (they mostly wait for the learner).
+            cpus = max(os.cpu_count() or 1, cfg.actors)
+            ray.init(
+                num_cpus=cpus,
+                include_dashboard=False,
+                logging_level="ERROR",
+                log_to_driver=False,
+            )
+    try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
+
+
+class RayActors:
+    """The run's Ray actors: one batch in flight each, replaced when one dies."""
+
+    def __init__(self, ray: Any, run: Run) -> None:
+        self.ray, self.run = ray, run
+        self.remote = ray.remote(num_cpus=1, max_restarts=0)(RayActor)
+        cfg = run.preset.run
+        self.count, self.envs = cfg.actors, cfg.envs
+        self.restarts = [0] * self.count
+        self.handles: list[Any] = [None] * self.count
+        self.pending: dict[Any, int] = {}  # batch in flight -> actor index
+        self.version = 0  # weights published so far
+        self.weights: Any = None  # the latest published, in the object store
+        self.sent = [-1] * self.count  # the version each actor has
+        for i in range(self.count):
+            self.handles[i] = self._new(i)
+        try:
+            pids = self.ray.get([h.pid.remote() for h in self.handles], timeout=START_TIMEOUT)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as err:
+            self.stop()
+            why = (str(err).strip().splitlines() or [type(err).__name__])[-1][:200]
+            raise WorkerError(f"ray actors could not start: {why}") from None
+        run.tracker.note_choices(
+            actors=self.count, envs_per_actor=self.envs, actor_pids=pids, engine="ray"
+        )
+
+    def _new(self, i: int) -> Any:
+        seed = self.run.preset.run.seed + 1000 * (i + 1) + 7919 * self.restarts[i]
+        return self.remote.remote(i, self.run.plan, seed)
+
+    def columns(self, i: int) -> slice:
+        return slice(i * self.envs, (i + 1) * self.envs)
+
+    def publish(self, net: torch.nn.Module) -> None:
+        flat = torch.cat([p.detach().reshape(-1) for p in net.parameters()]).cpu().numpy()
+        self.weights, self.version = self.ray.put(flat), self.version + 1
+
+    def submit(self, i: int) -> None:
+        """Ask actor ``i`` for its next batch, sending the latest weights if it lacks them."""
+        explore, frames = self.run.preset.explore, self.run.frames
+        fixed = actor_epsilon(explore, i, self.count)
+        epsilon = fixed if fixed is not None else epsilon_at(explore, frames)
+        weights = self.weights if self.sent[i] < self.version else None
+        self.sent[i] = self.version
+        self.pending[self.handles[i].play.remote(weights, epsilon)] = i
+
+    def receive(self, replay: FrameReplay) -> tuple[int, list[Game]]:
+        """Batches that came in within WAIT seconds, written into ``replay``; the frames and
+        the games they held. A dead actor is replaced (or the run ends naming it)."""
+        ray = self.ray
+        ready, _ = ray.wait(
+            list(self.pending), num_returns=len(self.pending), timeout=WAIT, fetch_local=True
+        )
+        frames, games = 0, []
+        for ref in ready:
+            i = self.pending.pop(ref)
+            try:
+                batch, finished = ray.get(ref, timeout=START_TIMEOUT)
+            except ray.exceptions.RayActorError as err:
+                self.replace(i, err, replay)
+            except ray.exceptions.RayTaskError as err:
+                last = str(err).strip().splitlines()[-1]
+                raise WorkerError(f"ray actor {i} failed: {last}\n{err}") from None
+            else:
+                frames += write_batch(batch, replay, self.columns(i))
+                games += finished
+            self.submit(i)
+        return frames, games
+
+    def replace(self, i: int, err: Exception, replay: FrameReplay) -> None:
+        """Actor ``i`` died: a new one takes its columns (its games there end as
+        truncations), or, past ``run.actor_restarts``, WorkerError naming it."""
+        limit = self.run.preset.run.actor_restarts
+        why = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        if self.restarts[i] >= limit:
+            raise WorkerError(
+                f"ray actor {i} died {self.restarts[i] + 1} times, more than run.actor_restarts "
+                f"= {limit} allows (last: {why})"
+            )
+        self.restarts[i] += 1
+        self.ray.kill(self.handles[i], no_restart=True)
+        replay.end_open_episodes(self.columns(i))
+        self.handles[i], self.sent[i] = self._new(i), -1
+        total = sum(self.restarts)
+        print(f"ray actor {i} died ({why}); restarted it ({self.restarts[i]} of {limit})")
+        self.run.tracker.writer.add_scalar("ray/actor_restarts", total, self.run.frames)
+        self.run.tracker.note_choices(actor_restarts=total)
+
+    def stop(self) -> None:
+        """Kill every actor (their envs go with their processes)."""
+        for handle in self.handles:
+            if handle is not None:
+                with contextlib.suppress(Exception):  # gone with its node or the session
+                    self.ray.kill(handle, no_restart=True)
+
+
+def run_ray(run: Run) -> None:
+    """The learner of parallel mode on Ray: start the actors, write their batches into the
+    replay, make the updates due, publish weights; on any way out, stop it all."""
+    plan, preset, prof = run.plan, run.preset, run.prof
+    replay = FrameReplay(
+        preset.replay.size,
+        plan.total_envs,
+        plan.frame_shape,
+        plan.stack,
+        preset.dqn.n_steps,
+        preset.dqn.gamma,
+    )
+    with ray_session(run) as ray, run.keep_replay(replay):
+        actors = RayActors(ray, run)
+        try:
+            actors.publish(run.learner.net)
+            for i in range(actors.count):
+                actors.submit(i)
+            _learn(run, actors, replay)
+        finally:
+            prof.stop()
+            actors.stop()
+
+
+def _learn(run: Run, actors: RayActors, replay: FrameReplay) -> None:
+    prof, cfg = run.prof, run.preset.run
+    collected = 0  # frames received in this run (beside any restored replay)
+    prof.restart()
+    while not run.done:
+        with prof.section("ray batches"):
+            frames, games = actors.receive(replay)
+        collected += frames
+        with prof.section("logging + checkpoints"):
+            run.tracker.advance(frames)
+            for game in games:
+                run.game(game)
+        for _ in range(run.updates_due(collected)):
+            run.update(replay)
+            if run.learner.updates % cfg.publish_every == 0:
+                with prof.section("publish weights"):
+                    actors.publish(run.learner.net)
+        with prof.section("logging + checkpoints"):
+            run.periodic(len(replay) / run.preset.replay.size)

@@ -1,0 +1,141 @@
+"""Soak test (not a unit test): long runs in each mode, with what a leak would grow
+sampled every ``--every`` seconds: resident memory of train.py and its children, their
+open file descriptors and threads, and shared-memory blocks under /dev/shm.
+
+    uv run benchmarks/soak.py                      # 60 minutes a row (3 hours)
+    uv run benchmarks/soak.py --minutes 10 --out docs/soak   # what docs/reliability.md shows
+
+Rows: pong-fast (PQN) in n-env and in parallel mode, and DQN in parallel mode with a
+20k replay, so that its replay is full (and its memory should be flat) after a few
+minutes. Each run has no solve criterion (``run.stop_reward = 99``) so it runs its whole
+time. Writes ``soak.json``, ``soak.md`` (first sample after warm-up against the last) and
+``soak.png`` (memory against time) into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ROWS: dict[str, list[str]] = {
+    "pong-fast, n-env": ["--preset", "pong-fast", "--mode", "n-env"],
+    "pong-fast, parallel": ["--preset", "pong-fast", "--mode", "parallel"],
+    "DQN parallel, 20k replay": [
+        "--preset", "pong-parallel", "--set", "replay.size=20000", "--set", "replay.initial=2000",
+    ],
+}  # fmt: skip
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def sample(pid: int) -> dict[str, float]:
+    """Resident MB, open fds and threads summed over the process tree; shm blocks."""
+    rss = fds = threads = 0
+    for p in tree(pid):
+        try:
+            status = Path(f"/proc/{p}/status").read_text().splitlines()
+            fds += len(os.listdir(f"/proc/{p}/fd"))
+        except OSError:
+            continue
+        for line in status:
+            if line.startswith("VmRSS:"):
+                rss += int(line.split()[1])
+            elif line.startswith("Threads:"):
+                threads += int(line.split()[1])
+    shm = len(list(Path("/dev/shm").glob("psm_*"))) if Path("/dev/shm").is_dir() else 0
+    return {"rss_mb": round(rss / 1024, 1), "fds": fds, "threads": threads, "shm": shm}
+
+
+def soak(name: str, args: list[str], minutes: float, every: float, where: Path) -> list[dict]:
+    run_dir = where / name.replace(" ", "_").replace(",", "")
+    command = [sys.executable, str(ROOT / "train.py"), *args, "--run-dir", str(run_dir)]
+    command += ["--set", f"run.seconds={minutes * 60}", "--set", "run.stop_reward=99"]
+    command += ["--frames", "100000000"]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    samples, start = [], time.monotonic()
+    while proc.poll() is None:
+        time.sleep(every)
+        if proc.poll() is None:
+            samples.append(
+                {"minutes": round((time.monotonic() - start) / 60, 2), **sample(proc.pid)}
+            )
+            print(name, samples[-1], flush=True)
+    err = proc.stderr.read() if proc.stderr else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"{name}: train.py exited {proc.returncode}: {err[-2000:]}")
+    return samples
+
+
+def report(results: dict[str, list[dict]], out: Path) -> None:
+    lines = [
+        "| run | minutes | resident MB (after warm-up -> end) | fds | threads | shm blocks |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, samples in results.items():
+        first = samples[min(2, len(samples) - 1)]  # after 2 samples: warm-up done
+        last = samples[-1]
+        lines.append(
+            f"| {name} | {last['minutes']:.0f} | {first['rss_mb']:,.0f} -> {last['rss_mb']:,.0f} "
+            f"| {first['fds']} -> {last['fds']} | {first['threads']} -> {last['threads']} "
+            f"| {first['shm']} -> {last['shm']} |"
+        )
+    (out / "soak.md").write_text("\n".join(lines) + "\n")
+    (out / "soak.json").write_text(json.dumps(results, indent=1))
+    print("\n".join(lines))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, samples in results.items():
+        ax.plot([s["minutes"] for s in samples], [s["rss_mb"] for s in samples], label=name)
+    ax.set_xlabel("minutes")
+    ax.set_ylabel("resident MB, train.py and its children")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "soak.png", dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=60.0, help="per row (default: 60)")
+    parser.add_argument("--every", type=float, default=60.0, help="seconds between samples")
+    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    parser.add_argument("--out", type=Path, default=Path("."), help="where soak.* go")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as where:
+        results = {
+            name: soak(name, ROWS[name], args.minutes, args.every, Path(where))
+            for name in args.rows
+        }
+    report(results, args.out)
+
+
+if __name__ == "__main__":
+    main()
