@@ -192,20 +192,28 @@ def write_outputs(title: str, parent: Path, rows: list[dict[str, Any]]) -> str:
 
 
 def run_ablation(
-    preset_name: str, variants: list[tuple[str, Preset]], parent: Path | None = None
+    preset_name: str,
+    variants: list[tuple[str, Preset]],
+    parent: Path | None = None,
+    concurrent: bool = False,
 ) -> tuple[str, list[dict[str, Any]]]:
-    """Train every variant in turn; return the table and its rows. Ctrl-C stops the
-    ablation after saving the table of the variants that ran (the last one partial).
-    Each variant's auto fields are chosen just before it trains."""
+    """Train every variant, in turn or (``concurrent``) all at once as Ray tasks; return
+    the table and its rows. Ctrl-C stops the ablation after saving the table of the
+    variants that ran (the last one partial). Each variant's auto fields are chosen just
+    before it trains, on the cores it is given."""
+    parent = parent or default_parent(preset_name)
+    parent.mkdir(parents=True, exist_ok=True)
+    how = "at once" if concurrent else "in turn"
+    title = f"{preset_name}: {len(variants)} variants, {how}"
+    dirs = [parent / f"{i:02d}-{slug(name)}" for i, (name, _) in enumerate(variants, 1)]
+    if concurrent:
+        rows = run_concurrently(variants, dirs, lambda done: write_outputs(title, parent, done))
+        return write_outputs(title, parent, with_deltas(rows)), rows
     from atari_speed.app.auto import resolve
     from atari_speed.run.training import train
 
-    parent = parent or default_parent(preset_name)
-    parent.mkdir(parents=True, exist_ok=True)
-    title = f"{preset_name}: {len(variants)} variants"
     rows: list[dict[str, Any]] = []
-    for i, (name, preset) in enumerate(variants, 1):
-        run_dir = parent / f"{i:02d}-{slug(name)}"
+    for i, ((name, preset), run_dir) in enumerate(zip(variants, dirs, strict=True), 1):
         print(f"[{i}/{len(variants)}] {name} -> {run_dir}", flush=True)
         try:
             chosen, choices = resolve(preset)
@@ -218,3 +226,68 @@ def run_ablation(
         rows.append(row(name, run_dir, summary))
         write_outputs(title, parent, with_deltas(rows))  # a partial table survives a crash
     return write_outputs(title, parent, with_deltas(rows)), rows
+
+
+def train_on(cores: list[int], preset: Preset, run_dir: Path) -> dict[str, Any]:
+    """One variant as a Ray task: pinned to ``cores`` (so auto, torch and the envs see
+    only those), its auto fields chosen there, trained; its summary. Ctrl-C (Ray's
+    cancel) ends it with a checkpoint, as in a terminal."""
+    import torch
+
+    from atari_speed.app.auto import resolve
+    from atari_speed.run.training import train
+
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cores)
+    torch.set_num_threads(len(cores))
+    chosen, choices = resolve(preset)
+    try:
+        return train(chosen, run_dir, choices=choices)
+    except KeyboardInterrupt as interrupt:
+        return interrupt.args[0] if interrupt.args else {}
+
+
+def run_concurrently(
+    variants: list[tuple[str, Preset]], dirs: list[Path], partial: Any
+) -> list[dict[str, Any]]:
+    """Every variant at once, each a Ray task on its share of this machine's cores (and a
+    GPU of its own where there is one per variant); the rows, in the variants' order."""
+    from atari_speed.run.plan import require_ray
+
+    ray = require_ray()
+    import torch
+
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cores = cores or list(range(os.cpu_count() or 1))
+    share = max(1, len(cores) // len(variants))
+    gpus = torch.cuda.device_count()
+    ray.init(
+        num_cpus=max(len(cores), share * len(variants)),
+        num_gpus=gpus,
+        include_dashboard=False,
+        logging_level="ERROR",
+        log_to_driver=False,
+    )
+    task = ray.remote(train_on).options(num_cpus=share, num_gpus=1 if gpus >= len(variants) else 0)
+    pending: dict[Any, int] = {}
+    try:
+        for i, ((name, preset), run_dir) in enumerate(zip(variants, dirs, strict=True)):
+            mine = [cores[(i * share + j) % len(cores)] for j in range(share)]
+            print(f"[{i + 1}/{len(variants)}] {name} -> {run_dir} (cores {mine})", flush=True)
+            pending[task.remote(mine, preset, run_dir)] = i
+        done: dict[int, dict[str, Any]] = {}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            for ref in ready:
+                i = pending.pop(ref)
+                name = variants[i][0]
+                done[i] = row(name, dirs[i], ray.get(ref, timeout=60))
+                print(f"{name}: {'solved' if done[i]['solved'] else 'done'}", flush=True)
+                partial(with_deltas([done[k] for k in sorted(done)]))
+        return [done[i] for i in range(len(variants))]
+    except KeyboardInterrupt:
+        for ref in pending:  # each task saves its checkpoint on the way out
+            ray.cancel(ref)
+        raise KeyboardInterrupt(dirs[0].parent) from None
+    finally:
+        ray.shutdown()

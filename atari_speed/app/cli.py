@@ -80,6 +80,20 @@ def train_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--resume", metavar="CHECKPOINT", help="continue from a checkpoint.pt")
     parser.add_argument(
+        "--seeds",
+        type=_seeds_arg,
+        metavar="S,S,...",
+        help="train the preset (each variant of an ablation preset) once per seed, with "
+        "one table at the end, as an ablation does",
+    )
+    parser.add_argument(
+        "--concurrent",
+        action="store_true",
+        help="train an ablation's variants (or --seeds' runs) at once as Ray tasks, each "
+        "pinned to its share of the cores (and a GPU of its own where there are enough); "
+        "needs `uv run --extra ray`",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="print what this machine has (cores, memory, GPU, torch threads, env backends "
@@ -101,6 +115,16 @@ def train_parser() -> argparse.ArgumentParser:
         help="override any preset field (repeatable)",
     )
     return parser
+
+
+def _seeds_arg(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seeds like 0,1,2") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected distinct seeds like 0,1,2")
+    return seeds
 
 
 def _envs_arg(text: str) -> int | str:
@@ -184,9 +208,9 @@ def train_main(argv: list[str] | None = None) -> int:
     try:
         if args.check:
             return check_main(args.preset, overrides)
-        variants = load_variants(args.preset, overrides)
-        if variants:
-            return _ablation(args, variants)
+        variants = with_seeds(args, load_variants(args.preset, overrides), overrides)
+        if variants or args.concurrent:
+            return _ablation(args, variants or [(args.preset, load_preset(args.preset, overrides))])
         summary = _train(load_preset(args.preset, overrides), args)
     except ConfigError as err:
         print(f"train.py: error: {err}", file=sys.stderr)
@@ -252,8 +276,23 @@ def fmt_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
+def with_seeds(
+    args: argparse.Namespace, variants: list[tuple[str, Preset]], overrides: list[str]
+) -> list[tuple[str, Preset]]:
+    """``--seeds 0,1``: every variant (or the one preset) once per seed."""
+    if not args.seeds:
+        return variants
+    base = variants or [("", load_preset(args.preset, overrides))]
+    return [
+        (f"{name}, seed {seed}" if name else f"seed {seed}", preset.replace("run", seed=seed))
+        for name, preset in base
+        for seed in args.seeds
+    ]
+
+
 def _ablation(args: argparse.Namespace, variants: list) -> int:
-    """Every variant in turn, then the table (ablation.md/.json/.png in the parent dir)."""
+    """Every variant (in turn, or at once with --concurrent), then the table
+    (ablation.md/.json/.png in the parent dir)."""
     from atari_speed.app.ablation import run_ablation
 
     if args.resume:
@@ -263,7 +302,9 @@ def _ablation(args: argparse.Namespace, variants: list) -> int:
             "(its summary.json lists them under 'preset')"
         )
     try:
-        table, rows = run_ablation(Path(args.preset).stem, variants, args.run_dir)
+        table, rows = run_ablation(
+            Path(args.preset).stem, variants, args.run_dir, concurrent=args.concurrent
+        )
     except KeyboardInterrupt as interrupt:
         print(
             f"\nablation interrupted; the table so far is in {interrupt.args[0]}", file=sys.stderr

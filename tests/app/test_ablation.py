@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +147,32 @@ def test_two_variant_ablation_end_to_end(tmp_path):
     summaries = [json.loads((d / "summary.json").read_text()) for d in dirs]
     assert summaries[1]["pipeline"]["stages"][3]["backend"] == "numpy"
     assert summaries[0]["preset"]["run"]["seed"] == summaries[1]["preset"]["run"]["seed"] == 3
+
+
+TINY_PQN = ["--preset", "pong-pqn", "--envs", "2", "--frames", "64"]
+TINY_PQN += ["--set", "pqn.rollout=8", "--set", "pqn.minibatches=2"]
+
+
+def test_seeds_train_the_preset_once_per_seed_with_one_table(tmp_path):
+    out = run_script("train.py", *TINY_PQN, "--seeds", "3,4", "--run-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    rows = json.loads((tmp_path / "ablation.json").read_text())["rows"]
+    assert [r["variant"] for r in rows] == ["seed 3", "seed 4"]
+    for r, seed in zip(rows, (3, 4), strict=True):
+        summary = json.loads((tmp_path / r["run_dir"].split("/")[-1] / "summary.json").read_text())
+        assert summary["preset"]["run"]["seed"] == seed and summary["frames"] == 64
+
+
+@pytest.mark.ray
+def test_seeds_at_once_as_ray_tasks_each_on_its_own_core(tmp_path):
+    args = [*TINY_PQN, "--seeds", "0,1", "--concurrent", "--run-dir", str(tmp_path)]
+    out = run_script("train.py", *args, timeout=300)
+    assert out.returncode == 0, out.stderr
+    table = json.loads((tmp_path / "ablation.json").read_text())
+    assert table["title"] == "pong-pqn: 2 variants, at once"
+    assert [r["variant"] for r in table["rows"]] == ["seed 0", "seed 1"]
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    assert out.stdout.count("(cores [") == 2
+    for r in table["rows"]:
+        summary = json.loads((Path(r["run_dir"]) / "summary.json").read_text())
+        assert summary["frames"] == 64 and summary["torch_threads"] == share
