@@ -88,7 +88,19 @@ PQN_ROWS: dict[str, list[str]] = {
         "run.learner_threads=2",
     ],
 }
-ALL_ROWS = {**ROWS, **PQN_ROWS}
+# Parallel mode's actors as local processes against Ray actors (needs `uv run --extra ray`),
+# at the book's one update per frame (learner-bound) and at one per 16 frames, where the
+# actors' throughput, and so Ray's overhead, shows (docs/scale.md).
+TWO = ["--mode", "parallel", "--envs", "4", "--set", "run.actors=2"]
+RAY = ["--engine", "ray"]
+SPARSE = ["--set", "dqn.train_every=16"]
+RAY_ROWS: dict[str, list[str]] = {
+    "parallel, 2 actors x 4 envs": TWO,
+    "parallel on Ray, 2 actors x 4 envs": [*TWO, *RAY],
+    "parallel, 2 actors x 4 envs, 1 update per 16 frames": [*TWO, *SPARSE],
+    "parallel on Ray, 2 actors x 4 envs, 1 update per 16 frames": [*TWO, *RAY, *SPARSE],
+}
+ALL_ROWS = {**ROWS, **PQN_ROWS, **RAY_ROWS}
 
 
 def run_row(

@@ -42,7 +42,7 @@ from atari_speed.core.timing import Profiler
 from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.plan import Plan, require_ray
 from atari_speed.run.session import Run
-from atari_speed.run.shared import load_flat
+from atari_speed.run.shared import flat_weights, load_flat
 
 WAIT = 0.5  # seconds: the longest ray.wait blocks before the learner looks around again
 START_TIMEOUT = 300.0  # seconds for an actor to build its envs and answer
@@ -222,8 +222,7 @@ class RayActors:
         return slice(i * self.envs, (i + 1) * self.envs)
 
     def publish(self, net: torch.nn.Module) -> None:
-        flat = torch.cat([p.detach().reshape(-1) for p in net.parameters()]).cpu().numpy()
-        self.weights, self.version = self.ray.put(flat), self.version + 1
+        self.weights, self.version = self.ray.put(flat_weights(net)), self.version + 1
 
     def submit(self, i: int) -> None:
         """Ask actor ``i`` for its next batch, sending the latest weights if it lacks them."""

@@ -151,9 +151,14 @@ class Shared:
                 shm.unlink()
 
 
-def publish(shared: Shared, net: torch.nn.Module) -> None:
+def flat_weights(net: torch.nn.Module) -> Any:
+    """Every parameter in one float32 numpy array, in ``net.parameters()`` order."""
     # reshape, not view: a channels-last weight is not contiguous in NCHW order.
-    flat = torch.cat([p.detach().reshape(-1) for p in net.parameters()]).cpu().numpy()
+    return torch.cat([p.detach().reshape(-1) for p in net.parameters()]).cpu().numpy()
+
+
+def publish(shared: Shared, net: torch.nn.Module) -> None:
+    flat = flat_weights(net)
     shared.control[VERSION] += 1  # odd: writing
     shared.weights[:] = flat
     shared.control[VERSION] += 1  # even: complete

@@ -110,8 +110,11 @@ def test_truncated_checkpoint(run_dir, tmp_path):
 
 
 def test_checkpoint_that_does_not_fit_its_game(run_dir, tmp_path):
+    from atari_speed.run.checkpoint import digest
+
     data = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     data["actions"] = 4  # Pong's minimal action set has 6
+    data["digest"] = digest(data)  # a sound file, only of another game
     torch.save(data, tmp_path / "wrong.pt")
     out = play(str(tmp_path / "wrong.pt"))
     assert out.returncode == 2 and "Traceback" not in out.stderr

@@ -59,6 +59,7 @@ def test_split_gives_each_pipeline_stage_its_own_row():
     env_total = sum(r["seconds"] for s, r in rows.items() if s.startswith("env step/"))
     # Loose bound: only the loop itself is untimed, but one preemption there on a busy
     # machine can cost milliseconds; an env step left uncharged would make this ~1.
-    assert env_total <= prof.wall and rows[UNTIMED]["share"] < 0.25
+    # Each row's seconds are rounded (to 0.1 ms), so their sum may pass the wall by that.
+    assert env_total <= prof.wall + 1e-3 and rows[UNTIMED]["share"] < 0.25
     table = format_profile({"main": prof.report()})
     assert "| env step/emulator | 200 |" in table
