@@ -207,7 +207,7 @@ def main() -> None:
     parser.add_argument(
         "--rows",
         nargs="+",
-        choices=[*ROWS, *PQN_ROWS],
+        choices=list(ALL_ROWS),
         default=list(ROWS),
         help="rows to run (default: the DQN rows; the PQN rows compare n-env and parallel)",
     )

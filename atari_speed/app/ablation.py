@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -247,6 +248,14 @@ def train_on(cores: list[int], preset: Preset, run_dir: Path) -> dict[str, Any]:
         return interrupt.args[0] if interrupt.args else {}
 
 
+def partial_row(name: str, run_dir: Path) -> dict[str, Any] | None:
+    """The row of a variant stopped part way, from the summary.json it left, if any."""
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        return None
+    return {**row(name, run_dir, json.loads(path.read_text())), "interrupted": True}
+
+
 def run_concurrently(
     variants: list[tuple[str, Preset]], dirs: list[Path], partial: Any
 ) -> list[dict[str, Any]]:
@@ -261,6 +270,7 @@ def run_concurrently(
     cores = cores or list(range(os.cpu_count() or 1))
     share = max(1, len(cores) // len(variants))
     gpus = torch.cuda.device_count()
+    sigterm = signal.getsignal(signal.SIGTERM)  # ray.init replaces it with an exit
     ray.init(
         num_cpus=max(len(cores), share * len(variants)),
         num_gpus=gpus,
@@ -268,14 +278,18 @@ def run_concurrently(
         logging_level="ERROR",
         log_to_driver=False,
     )
-    task = ray.remote(train_on).options(num_cpus=share, num_gpus=1 if gpus >= len(variants) else 0)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: cancel, save
+    # No retries: a variant that dies is reported, not rerun from frame 0 into its directory.
+    task = ray.remote(train_on).options(
+        num_cpus=share, num_gpus=1 if gpus >= len(variants) else 0, max_retries=0
+    )
     pending: dict[Any, int] = {}
+    done: dict[int, dict[str, Any]] = {}
     try:
         for i, ((name, preset), run_dir) in enumerate(zip(variants, dirs, strict=True)):
             mine = [cores[(i * share + j) % len(cores)] for j in range(share)]
             print(f"[{i + 1}/{len(variants)}] {name} -> {run_dir} (cores {mine})", flush=True)
             pending[task.remote(mine, preset, run_dir)] = i
-        done: dict[int, dict[str, Any]] = {}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
             for ref in ready:
@@ -286,8 +300,12 @@ def run_concurrently(
                 partial(with_deltas([done[k] for k in sorted(done)]))
         return [done[i] for i in range(len(variants))]
     except KeyboardInterrupt:
-        for ref in pending:  # each task saves its checkpoint on the way out
+        for ref in pending:  # each task saves its checkpoint on the way out: let it
             ray.cancel(ref)
+        ray.wait(list(pending), num_returns=len(pending), timeout=120)
+        rows = [done.get(i) or partial_row(variants[i][0], dirs[i]) for i in range(len(dirs))]
+        partial(with_deltas([r for r in rows if r is not None]))
         raise KeyboardInterrupt(dirs[0].parent) from None
     finally:
         ray.shutdown()
+        signal.signal(signal.SIGTERM, sigterm)

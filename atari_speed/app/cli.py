@@ -295,6 +295,11 @@ def _ablation(args: argparse.Namespace, variants: list) -> int:
     (ablation.md/.json/.png in the parent dir)."""
     from atari_speed.app.ablation import run_ablation
 
+    if args.concurrent and any(p.run.engine == "ray" for _, p in variants):
+        raise ConfigError(
+            "--concurrent with run.engine = 'ray': the variants' Ray actors would compete with "
+            "the variants for the same cores; run them in turn, or use engine = 'local'"
+        )
     if args.resume:
         raise ConfigError(
             f"--resume: {args.preset} is an ablation preset, which cannot resume; rerun it, "
@@ -306,9 +311,8 @@ def _ablation(args: argparse.Namespace, variants: list) -> int:
             Path(args.preset).stem, variants, args.run_dir, concurrent=args.concurrent
         )
     except KeyboardInterrupt as interrupt:
-        print(
-            f"\nablation interrupted; the table so far is in {interrupt.args[0]}", file=sys.stderr
-        )
+        where = interrupt.args[0] if interrupt.args else "its run directory"
+        print(f"\nablation interrupted; the table so far is in {where}", file=sys.stderr)
         return 130
     print(
         "\n" + table + f"\nsaved in {Path(rows[0]['run_dir']).parent}: ablation.md, "

@@ -154,7 +154,8 @@ class SubprocessVectorEnv(VectorEnv):
         self.conns: list[Connection] = []
         self.closed = False
         self.interrupted = False  # a command's replies were not all read (Ctrl-C)
-        num_workers = min(num_envs, num_workers or os.cpu_count() or 1)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        num_workers = min(num_envs, num_workers or cores or os.cpu_count() or 1)
         splits = np.array_split(np.arange(num_envs), num_workers)
         ctx = mp.get_context(start_method)
         try:

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -169,6 +171,7 @@ def ray_session(run: Run) -> Iterator[Any]:
     cfg = run.preset.run
     started = not ray.is_initialized()
     if started:
+        sigterm = signal.getsignal(signal.SIGTERM)  # ray.init replaces it with an exit
         if cfg.ray_address:
             ray.init(address=cfg.ray_address, logging_level="ERROR", log_to_driver=False)
         else:
@@ -181,6 +184,7 @@ def ray_session(run: Run) -> Iterator[Any]:
                 logging_level="ERROR",
                 log_to_driver=False,
             )
+        signal.signal(signal.SIGTERM, sigterm)  # SIGTERM stays a Ctrl-C: save, then stop
     try:
         yield ray
     finally:
@@ -199,6 +203,7 @@ class RayActors:
         self.restarts = [0] * self.count
         self.handles: list[Any] = [None] * self.count
         self.pending: dict[Any, int] = {}  # batch in flight -> actor index
+        self.asked: dict[Any, float] = {}  # batch in flight -> when it was asked for
         self.version = 0  # weights published so far
         self.weights: Any = None  # the latest published, in the object store
         self.sent = [-1] * self.count  # the version each actor has
@@ -231,18 +236,28 @@ class RayActors:
         epsilon = fixed if fixed is not None else epsilon_at(explore, frames)
         weights = self.weights if self.sent[i] < self.version else None
         self.sent[i] = self.version
-        self.pending[self.handles[i].play.remote(weights, epsilon)] = i
+        ref = self.handles[i].play.remote(weights, epsilon)
+        self.pending[ref], self.asked[ref] = i, time.monotonic()
 
     def receive(self, replay: FrameReplay) -> tuple[int, list[Game]]:
         """Batches that came in within WAIT seconds, written into ``replay``; the frames and
         the games they held. A dead actor is replaced (or the run ends naming it)."""
         ray = self.ray
-        ready, _ = ray.wait(
-            list(self.pending), num_returns=len(self.pending), timeout=WAIT, fetch_local=True
-        )
+        refs = list(self.pending)
+        ready, _ = ray.wait(refs, num_returns=1, timeout=WAIT)  # the first, then all ready
+        if ready:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        late = [r for r in refs if time.monotonic() - self.asked[r] > START_TIMEOUT]
         frames, games = 0, []
+        for ref in late:
+            if ref not in ready:  # never came (its node lost, no CPU for its replacement)
+                i = self.pending.pop(ref)
+                del self.asked[ref]
+                self.replace(i, TimeoutError(f"no batch in {START_TIMEOUT:.0f} s"), replay)
+                self.submit(i)
         for ref in ready:
             i = self.pending.pop(ref)
+            del self.asked[ref]
             try:
                 batch, finished = ray.get(ref, timeout=START_TIMEOUT)
             except ray.exceptions.RayActorError as err:

@@ -119,18 +119,22 @@ class Run:
 
     @contextmanager
     def keep_replay(self, replay: FrameReplay) -> Iterator[None]:
-        """Restore ``replay`` from the resumed run's replay.npz, and save it on the way out
-        of the block, however it is left (an error in flight is not hidden by a failed
-        save)."""
+        """Restore ``replay`` from the resumed run's replay.npz, and on the way out of the
+        block, however it is left, write checkpoint.pt and then the replay beside it (an
+        error in flight is not hidden by a failed save)."""
         self.restore_replay(replay)
         self.replay = replay
         try:
             yield
         except BaseException:
-            with contextlib.suppress(Exception):
+            # The checkpoint first: a replay takes seconds to write, and a SIGKILL after a
+            # SIGTERM's grace, or the last space on the disk, must not cost the checkpoint.
+            with contextlib.suppress(Exception, KeyboardInterrupt):
+                self.checkpoint()
                 self.save_replay()
             raise
         else:
+            self.checkpoint()
             self.save_replay()
         finally:
             self.replay = None

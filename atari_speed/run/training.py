@@ -129,6 +129,8 @@ def finish(run: Run, failing: bool) -> dict[str, dict[str, Any]] | None:
     for step in steps:
         try:
             step()
+        except KeyboardInterrupt:  # pressed again while saving: the run is ending anyway
+            continue
         except Exception as err:
             first = first or err
     if first is not None and not failing:
