@@ -30,7 +30,7 @@ ROWS: dict[str, list[str]] = {
     "pong-fast, n-env": ["--preset", "pong-fast", "--mode", "n-env"],
     "pong-fast, parallel": ["--preset", "pong-fast", "--mode", "parallel"],
     "DQN parallel, 5k replay": [
-        "--preset", "pong-parallel", "--set", "replay.size=5000", "--set", "replay.initial=1000",
+        "--preset", "pong-parallel", "--set", "replay.initial=1000", "--set", "replay.size=5000",
     ],
 }  # fmt: skip
 

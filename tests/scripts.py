@@ -53,10 +53,25 @@ def shm_segments() -> set[str]:
     return {p.name for p in shm.glob("psm_*")} if shm.is_dir() else set()
 
 
+def mapped_segments() -> set[str]:
+    """The blocks some live process has mapped (another run's, say, on a busy machine)."""
+    names: set[str] = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            text = maps.read_text()
+        except OSError:
+            continue
+        names.update(w.rsplit("/", 1)[1] for w in text.split() if w.startswith("/dev/shm/psm_"))
+    return names
+
+
 def assert_no_shm_left(before: set[str], stderr: str) -> None:
-    """Every block a run created is unlinked by the run itself: none is left, and the
-    resource tracker, which would have unlinked them for it, had nothing to report."""
-    assert shm_segments() - before == set(), "shared memory left behind"
+    """Every block a run created is unlinked by the run itself: none is left (blocks new
+    since ``before`` that a live process still maps belong to something else running),
+    and the resource tracker, which would have unlinked them for it, had nothing to
+    report."""
+    left = shm_segments() - before - mapped_segments()
+    assert left == set(), f"shared memory left behind: {left}"
     assert "leaked shared_memory" not in stderr and "resource_tracker" not in stderr, stderr
 
 
