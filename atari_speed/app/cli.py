@@ -172,13 +172,17 @@ def check_main(preset_name: str, overrides: list[str]) -> int:
 
 def quiet_disk_full_in_threads() -> None:
     """A thread that dies of a full disk (TensorBoard's writer) prints no traceback: the
-    main thread's next write meets the same error and reports it in one line."""
+    main thread's next write meets the same error and reports it in one line. Installed
+    once per process, however often ``train_main`` is called."""
     previous = threading.excepthook
+    if getattr(previous, "quiet_disk_full", False):
+        return
 
     def hook(args: Any) -> None:
         if disk_full_cause(args.exc_value) is None:
             previous(args)
 
+    hook.quiet_disk_full = True  # type: ignore[attr-defined]
     threading.excepthook = hook
 
 

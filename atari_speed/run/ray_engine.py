@@ -157,9 +157,6 @@ class RayActor:
             games += self.actor.step(epsilon)
         return self.recorder.take(), games
 
-    def close(self) -> None:
-        self.actor.close()
-
 
 # ---------------------------------------------------------------- the learner side
 

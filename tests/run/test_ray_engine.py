@@ -24,7 +24,7 @@ from atari_speed.core.timing import Profiler
 from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.checkpoint import load_checkpoint
 from atari_speed.run.ray_engine import StepRecorder, write_batch
-from tests.run.test_training import TINY
+from tests.run.test_training import TINY, wait_until_training
 from tests.scripts import run_patched, run_script, start_script
 
 RAY_RUN = ["--preset", "pong-parallel", "--engine", "ray", "--set", "run.actors=2"]
@@ -126,12 +126,7 @@ def test_two_ray_actors_end_to_end(tmp_path):
 def test_a_killed_ray_actor_is_restarted_and_the_run_completes(tmp_path):
     proc = start_script("train.py", *RAY_RUN, "--frames", "2000", "--run-dir", str(tmp_path))
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.5)
-            if (tmp_path / "summary.json").exists() and summary(tmp_path)["frames"] >= 400:
-                break
-        pids = summary(tmp_path)["choices"]["actor_pids"]
+        pids = wait_until_training(proc, tmp_path, frames=400)["choices"]["actor_pids"]
         os.kill(pids[1], signal.SIGKILL)
         out, err = proc.communicate(timeout=240)
     finally:
@@ -152,12 +147,7 @@ def test_a_killed_ray_actor_is_restarted_and_the_run_completes(tmp_path):
 def test_ctrl_c_stops_the_ray_actors_and_the_local_ray(tmp_path):
     proc = start_script("train.py", *RAY_RUN, "--frames", "10000000", "--run-dir", str(tmp_path))
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.5)
-            if (tmp_path / "summary.json").exists() and summary(tmp_path)["frames"] >= 300:
-                break
-        pids = summary(tmp_path)["choices"]["actor_pids"]
+        pids = wait_until_training(proc, tmp_path, frames=300)["choices"]["actor_pids"]
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
