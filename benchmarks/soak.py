@@ -3,7 +3,7 @@ sampled every ``--every`` seconds: resident memory of train.py and its children,
 open file descriptors and threads, and shared-memory blocks under /dev/shm.
 
     uv run benchmarks/soak.py                      # 60 minutes a row (3 hours)
-    uv run benchmarks/soak.py --minutes 10 --out docs/soak   # what docs/reliability.md shows
+    uv run benchmarks/soak.py --minutes 60 --together --out docs/soak   # docs/reliability.md
 
 Rows: pong-fast (PQN) in n-env and in parallel mode, and DQN in parallel mode with a
 5k replay, so that its replay is full (and its memory should be flat) after three
@@ -11,7 +11,9 @@ minutes (a replay's pages count as resident as they are first written). Each run
 solve criterion (``run.stop_reward = 99``) so it runs its whole time. Writes
 ``soak.json``, ``soak.md`` (first sample after warm-up against the last) and ``soak.png``
 (memory against time) into ``--out``; rows measured before and not rerun (``--rows``)
-stay in them.
+stay in them. ``--together`` runs the rows at the same time (an hour each in one hour of
+wall time): they share the cores, so each steps fewer frames, which a leak test can
+afford; the frames each reached are in the table.
 """
 
 from __future__ import annotations
@@ -73,36 +75,56 @@ def sample(pid: int) -> dict[str, float]:
     return {"rss_mb": round(rss / 1024, 1), "fds": fds, "threads": threads, "shm": len(blocks)}
 
 
-def soak(name: str, args: list[str], minutes: float, every: float, where: Path) -> list[dict]:
+def start(name: str, args: list[str], minutes: float, where: Path) -> subprocess.Popen:
     run_dir = where / name.replace(" ", "_").replace(",", "")
     command = [sys.executable, str(ROOT / "train.py"), *args, "--run-dir", str(run_dir)]
     command += ["--set", f"run.seconds={minutes * 60}", "--set", "run.stop_reward=99"]
     command += ["--frames", "100000000"]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    samples, start = [], time.monotonic()
-    while proc.poll() is None:
+    # stderr to a file, not a pipe: an hour of warnings could fill a pipe and block the run
+    err = (where / f"{run_dir.name}.err").open("w")
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, text=True)
+
+
+def soak(runs: dict[str, subprocess.Popen], every: float, where: Path) -> dict[str, list[dict]]:
+    """Samples every run until all have ended; the frames each reached go in its last sample."""
+    samples: dict[str, list[dict]] = {name: [] for name in runs}
+    begin = time.monotonic()
+    while any(proc.poll() is None for proc in runs.values()):
         time.sleep(every)
-        if proc.poll() is None:
-            samples.append(
-                {"minutes": round((time.monotonic() - start) / 60, 2), **sample(proc.pid)}
-            )
-            print(name, samples[-1], flush=True)
-    err = proc.stderr.read() if proc.stderr else ""
-    if proc.returncode != 0:
-        raise SystemExit(f"{name}: train.py exited {proc.returncode}: {err[-2000:]}")
+        for name, proc in runs.items():
+            if proc.poll() is None:
+                minutes = round((time.monotonic() - begin) / 60, 2)
+                samples[name].append({"minutes": minutes, **sample(proc.pid)})
+                print(name, samples[name][-1], flush=True)
+    for name, proc in runs.items():
+        run_dir = where / name.replace(" ", "_").replace(",", "")
+        if proc.returncode != 0:
+            err = (where / f"{run_dir.name}.err").read_text()
+            raise SystemExit(f"{name}: train.py exited {proc.returncode}: {err[-2000:]}")
+        summary = json.loads((run_dir / "summary.json").read_text())
+        samples[name][-1]["frames"] = summary.get("frames")
+        samples[name][-1]["together"] = len(runs) > 1
     return samples
+
+
+def frames(last: dict) -> str:
+    if last.get("frames") is None:
+        return "?"
+    return f"{last['frames']:,}" + (" (rows together)" if last.get("together") else "")
 
 
 def report(results: dict[str, list[dict]], out: Path) -> None:
     lines = [
-        "| run | minutes | resident MB (after warm-up -> end) | fds | threads | shm blocks |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| run | minutes | frames | resident MB (after warm-up -> end) | fds | threads "
+        "| shm blocks |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, samples in results.items():
         first = samples[min(2, len(samples) - 1)]  # after 2 samples: warm-up done
         last = samples[-1]
         lines.append(
-            f"| {name} | {last['minutes']:.0f} | {first['rss_mb']:,.0f} -> {last['rss_mb']:,.0f} "
+            f"| {name} | {last['minutes']:.0f} | {frames(last)} "
+            f"| {first['rss_mb']:,.0f} -> {last['rss_mb']:,.0f} "
             f"| {first['fds']} -> {last['fds']} | {first['threads']} -> {last['threads']} "
             f"| {first['shm']} -> {last['shm']} |"
         )
@@ -131,16 +153,27 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=60.0, help="per row (default: 60)")
     parser.add_argument("--every", type=float, default=60.0, help="seconds between samples")
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    parser.add_argument(
+        "--together", action="store_true", help="run the rows at once, sharing the cores"
+    )
     parser.add_argument("--out", type=Path, default=Path("."), help="where soak.* go")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     earlier = args.out / "soak.json"
     kept = json.loads(earlier.read_text()) if earlier.is_file() else {}
-    with tempfile.TemporaryDirectory() as where:
-        results = {
-            name: soak(name, ROWS[name], args.minutes, args.every, Path(where))
-            for name in args.rows
-        }
+    results: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp)
+        batches = [args.rows] if args.together else [[name] for name in args.rows]
+        for names in batches:
+            runs = {name: start(name, ROWS[name], args.minutes, where) for name in names}
+            try:
+                results.update(soak(runs, args.every, where))
+            finally:
+                for proc in runs.values():  # an interrupted soak leaves no run behind
+                    if proc.poll() is None:
+                        proc.terminate()
+                        proc.wait(timeout=60)
     report({**{k: v for k, v in kept.items() if k in ROWS}, **results}, args.out)
 
 
