@@ -94,11 +94,15 @@ PQN_ROWS: dict[str, list[str]] = {
 TWO = ["--mode", "parallel", "--envs", "4", "--set", "run.actors=2"]
 RAY = ["--engine", "ray"]
 SPARSE = ["--set", "dqn.train_every=16"]
+PQN_TWO = ["--mode", "parallel", "--envs", "16", "--set", "run.actors=2", "--set", "pqn.rollout=32"]
 RAY_ROWS: dict[str, list[str]] = {
     "parallel, 2 actors x 4 envs": TWO,
     "parallel on Ray, 2 actors x 4 envs": [*TWO, *RAY],
     "parallel, 2 actors x 4 envs, 1 update per 16 frames": [*TWO, *SPARSE],
     "parallel on Ray, 2 actors x 4 envs, 1 update per 16 frames": [*TWO, *RAY, *SPARSE],
+    # PQN: 2 actors fill 16 envs' columns each of a 32-step rollout (pong-fast's 32 x 32)
+    "PQN parallel, 2 actors x 16 envs x 32 steps": [*PQN, *PQN_TWO],
+    "PQN parallel on Ray, 2 actors x 16 envs x 32 steps": [*PQN, *PQN_TWO, *RAY],
 }
 ALL_ROWS = {**ROWS, **PQN_ROWS, **RAY_ROWS}
 

@@ -97,6 +97,25 @@ class RolloutStore:
             raise ValueError(f"the rollout has {self.t} of {self.steps} rows: fill it first")
         self.next_obs[cols] = next_obs
 
+    def send(self) -> dict[str, np.ndarray]:
+        """The finished rollout as arrays to send elsewhere (a Ray actor's to the learner):
+        a truncated episode's final observation only where there is one. Views of this
+        store's arrays (Ray copies them as the call returns): send before refilling."""
+        names = ("obs", "next_obs", "actions", "rewards", "terminated", "truncated")
+        return {
+            **{name: getattr(self, name) for name in names},
+            "finals": self.final_obs[self.truncated],
+        }
+
+    def put_columns(self, sent: dict[str, np.ndarray], cols: slice) -> None:
+        """Write a rollout ``send`` made into columns ``cols``. The store counts as full after
+        it: its caller writes every column before learning on it."""
+        for name in ("obs", "actions", "rewards", "terminated", "truncated"):
+            getattr(self, name)[:, cols] = sent[name]
+        self.next_obs[cols] = sent["next_obs"]
+        self.final_obs[:, cols][sent["truncated"]] = sent["finals"]  # a view: writes through
+        self.t = self.steps
+
 
 def q_lambda_returns(
     rewards: np.ndarray,

@@ -67,8 +67,8 @@ class RunConfig:
         "",
     )
     ray_steps: int = doc(
-        "engine = ray: vector steps an actor plays per batch it sends the learner (its "
-        "frames cross the object store as one set of arrays)",
+        "engine = ray, DQN: vector steps an actor plays per batch it sends the learner (its "
+        "frames cross the object store as one set of arrays; PQN sends pqn.rollout steps)",
         16,
         low=1,
     )
@@ -314,11 +314,6 @@ def check_consistency(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [run] engine = 'ray' with mode = {preset.run.mode!r}; Ray runs parallel "
             "mode's actors: use mode = 'parallel'"
-        )
-    if preset.run.engine == "ray" and preset.dqn.algorithm == "pqn":
-        raise ConfigError(
-            f"{source}: [run] engine = 'ray' with algorithm = 'pqn'; the Ray engine carries "
-            "DQN's transitions so far: use engine = 'local' for PQN"
         )
     if preset.dqn.algorithm == "pqn":
         _check_pqn(source, preset)

@@ -14,6 +14,12 @@ The update-to-data ratio is the preset's exactly: the learner makes the updates
 batch in flight, so actors run at most one batch ahead of the learner. Weights go out
 with ``ray.put`` every ``run.publish_every`` updates, to each actor with its next batch.
 
+PQN: each Ray actor fills its envs' columns of a rollout (``pqn.rollout`` steps) and
+sends it whole (``RolloutStore.send``); once every actor's columns of rollout r are in, the
+learner trains on it and publishes its weights. As with local actors, an actor may play
+rollout r + 1 while the learner trains on r, never further ahead, so it plays with weights
+one rollout behind the learner's.
+
 Faults: an actor that dies (its process killed, its node lost) is replaced by a new one
 for the same replay columns, up to ``run.actor_restarts`` times, with a line and the
 TensorBoard counter ``ray/actor_restarts``; past that, or on an error raised in actor
@@ -38,13 +44,14 @@ import torch
 from atari_speed.agent.actor import Actor, Game
 from atari_speed.agent.networks import build_network
 from atari_speed.agent.replay import FrameReplay
+from atari_speed.agent.rollout import RolloutStore
 from atari_speed.agent.schedules import actor_epsilon, epsilon_at
 from atari_speed.core.errors import WorkerError
 from atari_speed.core.timing import Profiler
 from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.plan import Plan, require_ray
 from atari_speed.run.session import Run
-from atari_speed.run.shared import flat_weights, load_flat
+from atari_speed.run.shared import SLOTS, flat_weights, load_flat
 
 WAIT = 0.5  # seconds: the longest ray.wait blocks before the learner looks around again
 START_TIMEOUT = 300.0  # seconds for an actor to build its envs and answer
@@ -121,8 +128,9 @@ def write_batch(batch: dict[str, Any], replay: FrameReplay, cols: slice) -> int:
 
 class RayActor:
     """One actor of a Ray run: its vector env, network copy and ``Actor``; ``play``
-    returns the next ``run.ray_steps`` steps as one batch. A plain class, made a Ray
-    actor by ``ray.remote`` when the engine starts (so Ray is needed only then)."""
+    returns the next batch: ``run.ray_steps`` steps (DQN) or a rollout (PQN). A plain
+    class, made a Ray actor by ``ray.remote`` when the engine starts (so Ray is needed only
+    then)."""
 
     def __init__(self, index: int, plan: Plan, seed: int) -> None:
         torch.set_num_threads(1)
@@ -131,7 +139,11 @@ class RayActor:
         venv = make_vector_env(
             plan.pipeline, preset.env.game, preset.run.envs, backend=preset.env.backend
         )
-        self.recorder = StepRecorder(preset.run.ray_steps, venv.num_envs, plan.frame_shape)
+        self.recorder: StepRecorder | RolloutStore
+        if preset.dqn.algorithm == "pqn":
+            self.recorder = RolloutStore(venv.num_envs, preset.pqn.rollout, plan.obs_shape)
+        else:
+            self.recorder = StepRecorder(preset.run.ray_steps, venv.num_envs, plan.frame_shape)
         rng = np.random.default_rng(seed)
         self.actor = Actor(
             venv,
@@ -148,14 +160,21 @@ class RayActor:
         return os.getpid()
 
     def play(self, weights: np.ndarray | None, epsilon: float) -> tuple[dict[str, Any], list[Game]]:
-        """``run.ray_steps`` vector steps with ``weights`` (if new) at ``epsilon``: the
-        batch and the games that ended in it."""
+        """The next batch, played with ``weights`` (if new) at ``epsilon``, and the games
+        that ended in it."""
         if weights is not None:
             load_flat(self.net, torch.from_numpy(weights))
         games: list[Game] = []
-        for _ in range(self.recorder.steps):
+        recorder = self.recorder
+        if isinstance(recorder, RolloutStore):
+            recorder.clear()
+            while not recorder.full:
+                games += self.actor.step(epsilon)
+            recorder.finish(self.actor.obs)
+            return recorder.send(), games
+        for _ in range(recorder.steps):
             games += self.actor.step(epsilon)
-        return self.recorder.take(), games
+        return recorder.take(), games
 
 
 # ---------------------------------------------------------------- the learner side
@@ -236,41 +255,43 @@ class RayActors:
         ref = self.handles[i].play.remote(weights, epsilon)
         self.pending[ref], self.asked[ref] = i, time.monotonic()
 
-    def receive(self, replay: FrameReplay) -> tuple[int, list[Game]]:
-        """Batches that came in within WAIT seconds, written into ``replay``; the frames and
-        the games they held. A dead actor is replaced (or the run ends naming it)."""
+    def receive(self) -> tuple[list[tuple[int, dict[str, Any]]], list[Game], list[int]]:
+        """What came in within WAIT seconds: the batches, by actor; the games they held;
+        the actors that died and were replaced (their batch lost, asked for again). An
+        actor whose batch came is not asked for the next one here: the caller does that
+        (``submit``) when it wants it."""
         ray = self.ray
         refs = list(self.pending)
         ready, _ = ray.wait(refs, num_returns=1, timeout=WAIT)  # the first, then all ready
         if ready:
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-        late = [r for r in refs if time.monotonic() - self.asked[r] > START_TIMEOUT]
-        frames, games = 0, []
-        for ref in late:
-            if ref not in ready:  # never came (its node lost, no CPU for its replacement)
-                i = self.pending.pop(ref)
-                del self.asked[ref]
-                self.replace(i, TimeoutError(f"no batch in {START_TIMEOUT:.0f} s"), replay)
-                self.submit(i)
-        for ref in ready:
+        batches, games, replaced = [], [], []
+        for ref in refs:
+            late = time.monotonic() - self.asked[ref] > START_TIMEOUT
+            if ref not in ready and not late:
+                continue
             i = self.pending.pop(ref)
             del self.asked[ref]
+            if ref not in ready:  # never came (its node lost, no CPU for its replacement)
+                self.replace(i, TimeoutError(f"no batch in {START_TIMEOUT:.0f} s"))
+                replaced.append(i)
+                continue
             try:
                 batch, finished = ray.get(ref, timeout=START_TIMEOUT)
             except ray.exceptions.RayActorError as err:
-                self.replace(i, err, replay)
+                self.replace(i, err)
+                replaced.append(i)
             except ray.exceptions.RayTaskError as err:
                 last = str(err).strip().splitlines()[-1]
                 raise WorkerError(f"ray actor {i} failed: {last}\n{err}") from None
             else:
-                frames += write_batch(batch, replay, self.columns(i))
+                batches.append((i, batch))
                 games += finished
-            self.submit(i)
-        return frames, games
+        return batches, games, replaced
 
-    def replace(self, i: int, err: Exception, replay: FrameReplay) -> None:
-        """Actor ``i`` died: a new one takes its columns (its games there end as
-        truncations), or, past ``run.actor_restarts``, WorkerError naming it."""
+    def replace(self, i: int, err: Exception) -> None:
+        """Actor ``i`` died: a new one takes its columns, or, past ``run.actor_restarts``,
+        WorkerError naming it."""
         limit = self.run.preset.run.actor_restarts
         why = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
         if self.restarts[i] >= limit:
@@ -280,12 +301,12 @@ class RayActors:
             )
         self.restarts[i] += 1
         self.ray.kill(self.handles[i], no_restart=True)
-        replay.end_open_episodes(self.columns(i))
         self.handles[i], self.sent[i] = self._new(i), -1
         total = sum(self.restarts)
         print(f"ray actor {i} died ({why}); restarted it ({self.restarts[i]} of {limit})")
         self.run.tracker.writer.add_scalar("ray/actor_restarts", total, self.run.frames)
         self.run.tracker.note_choices(actor_restarts=total)
+        self.submit(i)
 
     def stop(self) -> None:
         """Kill every actor (their envs go with their processes)."""
@@ -296,36 +317,52 @@ class RayActors:
 
 
 def run_ray(run: Run) -> None:
-    """The learner of parallel mode on Ray: start the actors, write their batches into the
-    replay, make the updates due, publish weights; on any way out, stop it all."""
+    """The learner of parallel mode on Ray: start the actors, learn on what they send
+    (DQN: through the replay; PQN: rollout by rollout), publish weights; on any way out,
+    stop it all."""
     plan, preset, prof = run.plan, run.preset, run.prof
-    replay = FrameReplay(
-        preset.replay.size,
-        plan.total_envs,
-        plan.frame_shape,
-        plan.stack,
-        preset.dqn.n_steps,
-        preset.dqn.gamma,
-    )
-    with ray_session(run) as ray, run.keep_replay(replay):
+    pqn = preset.dqn.algorithm == "pqn"
+    replay = None
+    if not pqn:
+        replay = FrameReplay(
+            preset.replay.size,
+            plan.total_envs,
+            plan.frame_shape,
+            plan.stack,
+            preset.dqn.n_steps,
+            preset.dqn.gamma,
+        )
+    kept = contextlib.nullcontext() if replay is None else run.keep_replay(replay)
+    with ray_session(run) as ray, kept:
         actors = RayActors(ray, run)
         try:
             actors.publish(run.learner.net)
             for i in range(actors.count):
                 actors.submit(i)
-            _learn(run, actors, replay)
+            if replay is None:
+                _learn_rollouts(run, actors)
+            else:
+                _learn(run, actors, replay)
         finally:
             prof.stop()
             actors.stop()
 
 
 def _learn(run: Run, actors: RayActors, replay: FrameReplay) -> None:
+    """DQN: write each batch into its actor's replay columns and ask for the next at once;
+    make the updates due."""
     prof, cfg = run.prof, run.preset.run
     collected = 0  # frames received in this run (beside any restored replay)
     prof.restart()
     while not run.done:
+        frames = 0
         with prof.section("ray batches"):
-            frames, games = actors.receive(replay)
+            batches, games, replaced = actors.receive()
+            for i in replaced:  # its games there end as truncations
+                replay.end_open_episodes(actors.columns(i))
+            for i, batch in batches:
+                frames += write_batch(batch, replay, actors.columns(i))
+                actors.submit(i)
         collected += frames
         with prof.section("logging + checkpoints"):
             run.tracker.advance(frames)
@@ -338,3 +375,40 @@ def _learn(run: Run, actors: RayActors, replay: FrameReplay) -> None:
                     actors.publish(run.learner.net)
         with prof.section("logging + checkpoints"):
             run.periodic(len(replay) / run.preset.replay.size)
+
+
+def _learn_rollouts(run: Run, actors: RayActors) -> None:
+    """PQN: gather every actor's columns of rollout r, train on it, publish; an actor is
+    asked for its next rollout while it is less than SLOTS ahead of the learner."""
+    plan, prof = run.plan, run.prof
+    rollout = RolloutStore(plan.total_envs, run.preset.pqn.rollout, plan.obs_shape)
+    playing = [0] * actors.count  # the rollout each actor plays (or has sent) next
+    idle: set[int] = set()  # actors not asked for a rollout: they are SLOTS ahead
+    arrived: dict[int, dict[int, dict[str, Any]]] = {}  # rollout -> actor -> its columns
+    trained = 0  # rollouts the learner has trained on
+    prof.restart()
+    while not run.done:
+        with prof.section("ray batches"):
+            batches, games, _ = actors.receive()  # a replaced actor replays its rollout
+            for i, batch in batches:
+                arrived.setdefault(playing[i], {})[i] = batch
+                playing[i] += 1
+                idle.add(i)
+        with prof.section("logging + checkpoints"):
+            run.tracker.advance(sum(b["actions"].size for _, b in batches))
+            for game in games:
+                run.game(game)
+        if len(arrived.get(trained, {})) == actors.count:
+            with prof.section("ray batches"):
+                for i, batch in arrived.pop(trained).items():
+                    rollout.put_columns(batch, actors.columns(i))
+            run.learner.learn(rollout, run.frames / run.preset.run.frames, run.rng)
+            trained += 1
+            with prof.section("publish weights"):
+                actors.publish(run.learner.net)
+        for i in sorted(idle):
+            if playing[i] < trained + SLOTS:
+                actors.submit(i)
+                idle.discard(i)
+        with prof.section("logging + checkpoints"):
+            run.periodic(buffer_fill=1.0)

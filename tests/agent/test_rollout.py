@@ -89,3 +89,35 @@ def test_a_rollout_over_a_shared_buffer_is_seen_by_every_view_of_it():
     assert reader.next_obs[:, 0, 0, 0].tolist() == [0, 0, 99, 99]
     assert reader.actions[1].tolist() == [0, 0, 1, 2] and reader.terminated[1, 3]
     assert reader.t == 0  # rows written are each view's own count
+
+
+def test_a_sent_rollout_written_into_columns_equals_one_filled_there():
+    # A Ray actor sends its envs' rollout; the learner writes it into those columns of its
+    # own. That must be the rollout the actor would have filled there itself, truncations
+    # and their final observations included.
+    rng = np.random.default_rng(3)
+    direct, part = RolloutStore(5, 4, (2, 1, 1)), RolloutStore(2, 4, (2, 1, 1))
+    cols = slice(3, 5)
+    for t in range(4):
+        obs = rng.integers(0, 255, (2, 2, 1, 1), np.uint8)
+        step = dict(
+            actions=rng.integers(0, 6, 2),
+            rewards=rng.normal(size=2).astype(np.float32),
+            terminated=np.array([t == 2, False]),
+            truncated=np.array([t == 1, t == 1]),
+            final_obs=rng.integers(0, 255, (2, 2, 1, 1), np.uint8),
+        )
+        direct.put_obs(obs, cols)
+        part.put_obs(obs)
+        direct.commit(**step, cols=cols)
+        part.commit(**step)
+    after = rng.integers(0, 255, (2, 2, 1, 1), np.uint8)
+    direct.finish(after, cols)
+    part.finish(after)
+    sent = part.send()
+    assert len(sent["finals"]) == 2  # only the truncated steps' final observations travel
+    assembled = RolloutStore(5, 4, (2, 1, 1))
+    assembled.put_columns(sent, cols)
+    assert assembled.full
+    for name in ("obs", "final_obs", "next_obs", "actions", "rewards", "terminated", "truncated"):
+        assert np.array_equal(getattr(assembled, name), getattr(direct, name)), name

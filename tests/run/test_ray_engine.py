@@ -24,11 +24,13 @@ from atari_speed.core.timing import Profiler
 from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.checkpoint import load_checkpoint
 from atari_speed.run.ray_engine import StepRecorder, write_batch
+from tests.run.test_pqn import TINY as PQN_TINY
 from tests.run.test_training import TINY, wait_until_training
 from tests.scripts import run_patched, run_script, start_script
 
 RAY_RUN = ["--preset", "pong-parallel", "--engine", "ray", "--set", "run.actors=2"]
 RAY_RUN += ["--set", "run.envs=2", "--set", "dqn.train_every=4", *TINY]
+PQN_RAY_RUN = [*PQN_TINY, "--engine", "ray", "--set", "run.actors=2", "--set", "run.envs=2"]
 
 
 def test_a_batch_written_by_the_learner_equals_what_the_actor_writes_itself():
@@ -76,10 +78,6 @@ def test_the_ray_engine_without_ray_installed_is_one_line_naming_the_command(tmp
     ("overrides", "message"),
     [
         (["run.engine='ray'", "run.mode='n-env'"], "engine = 'ray' with mode = 'n-env'"),
-        (
-            ["run.engine='ray'", "run.mode='parallel'", "dqn.algorithm='pqn'"],
-            "use engine = 'local'",
-        ),
     ],
 )
 def test_what_the_ray_engine_does_not_run_is_refused(overrides, message):
@@ -123,8 +121,28 @@ def test_two_ray_actors_end_to_end(tmp_path):
 
 
 @pytest.mark.ray
-def test_a_killed_ray_actor_is_restarted_and_the_run_completes(tmp_path):
-    proc = start_script("train.py", *RAY_RUN, "--frames", "2000", "--run-dir", str(tmp_path))
+def test_pqn_on_two_ray_actors_trains_on_whole_rollouts(tmp_path):
+    """Each Ray actor sends its 2 envs' columns of a 16-step rollout; the learner trains
+    epochs x minibatches on each whole rollout, at most one rollout behind the actors."""
+    out = run_script("train.py", *PQN_RAY_RUN, "--frames", "640", "--run-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    s = summary(tmp_path)
+    assert s["mode"] == "parallel" and s["envs"] == 4 and s["choices"]["engine"] == "ray"
+    data = load_checkpoint(tmp_path / "checkpoint.pt")
+    rollout = 4 * 16
+    assert data.frames == s["frames"] >= 640 and data.frames % (2 * 16) == 0
+    updates = data.learner["updates"]
+    assert updates % 4 == 0 and updates >= 4  # 2 epochs x 2 minibatches a rollout
+    trained = updates // 4
+    assert trained * rollout <= data.frames <= (trained + 2) * rollout
+    assert not (tmp_path / "replay.npz").exists()  # PQN keeps no replay
+    assert ray_processes() == []
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("args", [RAY_RUN, PQN_RAY_RUN], ids=["dqn", "pqn"])
+def test_a_killed_ray_actor_is_restarted_and_the_run_completes(tmp_path, args):
+    proc = start_script("train.py", *args, "--frames", "2000", "--run-dir", str(tmp_path))
     try:
         pids = wait_until_training(proc, tmp_path, frames=400)["choices"]["actor_pids"]
         os.kill(pids[1], signal.SIGKILL)
