@@ -383,7 +383,7 @@ def _learn_rollouts(run: Run, actors: RayActors) -> None:
     plan, prof = run.plan, run.prof
     rollout = RolloutStore(plan.total_envs, run.preset.pqn.rollout, plan.obs_shape)
     playing = [0] * actors.count  # the rollout each actor plays (or has sent) next
-    idle: set[int] = set()  # actors not asked for a rollout: they are SLOTS ahead
+    idle: set[int] = set()  # actors with no rollout asked for (asked below once allowed)
     arrived: dict[int, dict[int, dict[str, Any]]] = {}  # rollout -> actor -> its columns
     trained = 0  # rollouts the learner has trained on
     prof.restart()

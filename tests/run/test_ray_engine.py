@@ -130,11 +130,12 @@ def test_pqn_on_two_ray_actors_trains_on_whole_rollouts(tmp_path):
     assert s["mode"] == "parallel" and s["envs"] == 4 and s["choices"]["engine"] == "ray"
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     rollout = 4 * 16
-    assert data.frames == s["frames"] >= 640 and data.frames % (2 * 16) == 0
+    assert data.frames == s["frames"] >= 640
     updates = data.learner["updates"]
-    assert updates % 4 == 0 and updates >= 4  # 2 epochs x 2 minibatches a rollout
-    trained = updates // 4
-    assert trained * rollout <= data.frames <= (trained + 2) * rollout
+    assert updates % 4 == 0  # 2 epochs x 2 minibatches a rollout, only whole rollouts
+    # Actors play at most one rollout past the one the learner trains on: every frame
+    # counted but the last two rollouts' was trained on.
+    assert data.frames <= (updates // 4 + 2) * rollout
     assert not (tmp_path / "replay.npz").exists()  # PQN keeps no replay
     assert ray_processes() == []
 
@@ -154,6 +155,9 @@ def test_a_killed_ray_actor_is_restarted_and_the_run_completes(tmp_path, args):
     assert "ray actor 1 died" in out and "restarted it (1 of 3)" in out
     s = summary(tmp_path)
     assert s["frames"] >= 2000 and s["choices"]["actor_restarts"] == 1
+    if args is PQN_RAY_RUN:  # the learner kept training after the restart, not stalled
+        updates = load_checkpoint(tmp_path / "checkpoint.pt").learner["updates"]
+        assert updates // 4 >= s["frames"] // (4 * 16) - 2
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(tmp_path)).Reload()
