@@ -75,8 +75,12 @@ def sample(pid: int) -> dict[str, float]:
     return {"rss_mb": round(rss / 1024, 1), "fds": fds, "threads": threads, "shm": len(blocks)}
 
 
+def run_dir_of(name: str, where: Path) -> Path:
+    return where / name.replace(" ", "_").replace(",", "")
+
+
 def start(name: str, args: list[str], minutes: float, where: Path) -> subprocess.Popen:
-    run_dir = where / name.replace(" ", "_").replace(",", "")
+    run_dir = run_dir_of(name, where)
     command = [sys.executable, str(ROOT / "train.py"), *args, "--run-dir", str(run_dir)]
     command += ["--set", f"run.seconds={minutes * 60}", "--set", "run.stop_reward=99"]
     command += ["--frames", "100000000"]
@@ -97,7 +101,7 @@ def soak(runs: dict[str, subprocess.Popen], every: float, where: Path) -> dict[s
                 samples[name].append({"minutes": minutes, **sample(proc.pid)})
                 print(name, samples[name][-1], flush=True)
     for name, proc in runs.items():
-        run_dir = where / name.replace(" ", "_").replace(",", "")
+        run_dir = run_dir_of(name, where)
         if proc.returncode != 0:
             err = (where / f"{run_dir.name}.err").read_text()
             raise SystemExit(f"{name}: train.py exited {proc.returncode}: {err[-2000:]}")
