@@ -14,14 +14,7 @@ def run_nenv(run: Run) -> None:
     plan, preset, prof = run.plan, run.preset, run.prof
     venv = run.vector_env()
     try:
-        replay = FrameReplay(
-            preset.replay.size,
-            venv.num_envs,
-            plan.frame_shape,
-            plan.stack,
-            preset.dqn.n_steps,
-            preset.dqn.gamma,
-        )
+        replay = run.new_replay(venv.num_envs)
         # The run's RNG explores too (as it samples): one stream, saved in checkpoints.
         actor = Actor(
             venv, run.learner.net, replay, slice(None), preset.run.seed, run.rng, plan.device, prof

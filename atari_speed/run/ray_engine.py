@@ -324,14 +324,7 @@ def run_ray(run: Run) -> None:
     pqn = preset.dqn.algorithm == "pqn"
     replay = None
     if not pqn:
-        replay = FrameReplay(
-            preset.replay.size,
-            plan.total_envs,
-            plan.frame_shape,
-            plan.stack,
-            preset.dqn.n_steps,
-            preset.dqn.gamma,
-        )
+        replay = run.new_replay(plan.total_envs)
     kept = contextlib.nullcontext() if replay is None else run.keep_replay(replay)
     with ray_session(run) as ray, kept:
         actors = RayActors(ray, run)

@@ -115,7 +115,19 @@ class Run:
         made = self.learner.updates - self.updates_at_start
         return self.schedule.due(self.restored + collected) - made
 
-    # ------------------------------------------------------------ the replay on disk
+    # ------------------------------------------------------------ the replay
+
+    def new_replay(self, columns: int) -> FrameReplay:
+        """An empty in-process replay with one column per env, sized by the preset."""
+        preset, plan = self.preset, self.plan
+        return FrameReplay(
+            preset.replay.size,
+            columns,
+            plan.frame_shape,
+            plan.stack,
+            preset.dqn.n_steps,
+            preset.dqn.gamma,
+        )
 
     @contextmanager
     def keep_replay(self, replay: FrameReplay) -> Iterator[None]:
