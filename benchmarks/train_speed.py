@@ -56,6 +56,9 @@ PQN = ["--preset", "pong-pqn", "--set", "run.precision='bf16'"]
 PARALLEL = ["--mode", "parallel", "--set", "run.actors=1"]
 W32 = ["--set", "run.envs=32", "--set", "pqn.rollout=32"]
 W16 = ["--set", "run.envs=16", "--set", "pqn.rollout=64"]
+W64 = ["--set", "run.envs=64", "--set", "pqn.rollout=32"]
+MB8 = ["--set", "pqn.minibatches=8"]
+E2 = ["--set", "pqn.epochs=2"]
 PQN_ROWS: dict[str, list[str]] = {
     "PQN n-env, 16 envs x 64 steps": [*PQN, *W16],
     "PQN parallel, 1 actor x 16 envs, learner 1 thread": [
@@ -87,6 +90,11 @@ PQN_ROWS: dict[str, list[str]] = {
         "--set",
         "run.learner_threads=2",
     ],
+    # more envs per rollout and fewer epochs: the same 16 updates of 256 per rollout train
+    # on twice the transitions, so 2 gradient samples per transition against 4
+    "PQN n-env, 32 envs x 32 steps, 2 epochs x 4 minibatches": [*PQN, *W32, *E2],
+    "PQN n-env, 64 envs x 32 steps, 4 epochs x 8 minibatches": [*PQN, *W64, *MB8],
+    "PQN n-env, 64 envs x 32 steps, 2 epochs x 8 minibatches": [*PQN, *W64, *MB8, *E2],
 }
 # Parallel mode's actors as local processes against Ray actors (needs `uv run --extra ray`),
 # at the book's one update per frame (learner-bound) and at one per 16 frames, where the
