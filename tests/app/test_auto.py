@@ -103,19 +103,19 @@ def test_precision_auto_takes_bf16_only_where_it_measured_faster(fp32, bf16, exp
 
 
 def test_pqn_runs_in_n_env_mode_and_says_what_share_envs_take():
-    # pong-pqn: 32 envs x 32 steps, 4 epochs x 4 minibatches: SGD per frame is
-    # update_ms x 16 / 1024; env per frame is 1 / steps per second
+    # pong-pqn: 64 envs x 32 steps, 2 epochs x 8 minibatches: SGD per frame is
+    # update_ms x 16 / 2048; env per frame is 1 / steps per second
     preset = load_preset("pong-pqn", ["run.mode='auto'"])  # backend ale, fixed
     chosen, choices = choose(preset, machine(cores=2, update_ms=20.0, ale=5000.0))
     assert chosen.run.mode == "n-env" and chosen.run.learner_threads == 0
-    assert "envs take 39% of a frame (0.20 ms env vs 0.31 ms SGD) on 2" in choices["why"][0]
+    assert "envs take 56% of a frame (0.20 ms env vs 0.16 ms SGD) on 2" in choices["why"][0]
     # the update that counts is the one in the precision chosen
     m = machine(cores=2, update_ms=200.0, ale=5000.0)
     m.update_ms_bf16 = 20.0
     chosen, choices = choose(
         load_preset("pong-pqn", ["run.mode='auto'", "run.precision='auto'"]), m
     )
-    assert chosen.run.precision == "bf16" and "envs take 39%" in choices["why"][0]
+    assert chosen.run.precision == "bf16" and "envs take 56%" in choices["why"][0]
     m = machine(cores=16, gpu="NVIDIA H100", update_ms=1.0, ale=5000.0)
     chosen, choices = choose(load_preset("pong-pqn", ["run.mode='auto'"]), m)
     assert chosen.run.mode == "n-env" and "on the GPU" in choices["why"][0]
