@@ -100,6 +100,25 @@ PQN_ROWS: dict[str, list[str]] = {
     "PQN n-env, 32 envs x 32 steps, 2 epochs x 4 minibatches": [*PQN, *W32, *E2],
     "PQN n-env, 64 envs x 32 steps, 4 epochs x 8 minibatches": [*PQN, *W64, *MB8],
     "PQN n-env, 64 envs x 32 steps, 2 epochs x 8 minibatches": [*PQN, *W64, *MB8, *E2],
+    # pong-fast's recipe: the envs are now over half of a frame, so overlap may pay more
+    "PQN parallel, 1 actor x 64 envs x 32 steps, 2 epochs x 8 minibatches, learner 1 thread": [
+        *PQN,
+        *W64,
+        *MB8,
+        *E2,
+        *PARALLEL,
+        "--set",
+        "run.learner_threads=1",
+    ],
+    "PQN parallel, 1 actor x 64 envs x 32 steps, 2 epochs x 8 minibatches, learner 2 threads": [
+        *PQN,
+        *W64,
+        *MB8,
+        *E2,
+        *PARALLEL,
+        "--set",
+        "run.learner_threads=2",
+    ],
 }
 # Parallel mode's actors as local processes against Ray actors (needs `uv run --extra ray`),
 # at the book's one update per frame (learner-bound) and at one per 16 frames, where the

@@ -36,6 +36,8 @@ from atari_speed.core.config import Preset, check_consistency
 from atari_speed.core.errors import ConfigError
 
 AUTO = "auto"
+# PQN's envs per rollout when run.envs is auto: pong-fast's width (docs/pong-fast.md)
+PQN_ENVS = 64
 
 
 @dataclass
@@ -163,7 +165,7 @@ def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int, bf16: b
         from atari_speed.agent.pqn import QLambdaLearner
 
         learner = QLambdaLearner(net, dqn, pqn, device, bf16=bf16)
-        size = max((preset.run.envs or 32) * pqn.rollout // pqn.minibatches, 1)
+        size = max((preset.run.envs or PQN_ENVS) * pqn.rollout // pqn.minibatches, 1)
         batch = fake_batch(size, obs_shape, actions)
         args = (torch.from_numpy(batch.states), torch.from_numpy(batch.actions))
         args += (torch.from_numpy(batch.returns),)
@@ -259,7 +261,7 @@ def frame_split(
     if preset.dqn.algorithm == "pqn":
         pqn = preset.pqn
         per_rollout = pqn.epochs * pqn.minibatches
-        learn_ms = (update_ms or 0.0) * per_rollout / (pqn.rollout * (preset.run.envs or 32))
+        learn_ms = (update_ms or 0.0) * per_rollout / (pqn.rollout * (preset.run.envs or PQN_ENVS))
     else:
         learn_ms = (update_ms or 0.0) / preset.dqn.train_every
     share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
@@ -310,14 +312,14 @@ def choose_pqn_mode(
 
 
 def choose_envs(preset: Preset, machine: Machine) -> tuple[int, list[str]]:
-    """run.envs: as set; else PQN's rollout width of pong-fast (32); for DQN 16 with a
-    GPU, 8 on a CPU."""
+    """run.envs: as set; else PQN's rollout width of pong-fast (``PQN_ENVS``); for DQN 16
+    with a GPU, 8 on a CPU."""
     if preset.run.envs != 0:
         return preset.run.envs, []
     if preset.dqn.algorithm == "pqn":
-        return 32, [
-            "32 envs: PQN's rollout width, as in pong-fast (a rollout of 32 x pqn.rollout "
-            "transitions per round of updates)"
+        return PQN_ENVS, [
+            f"{PQN_ENVS} envs: PQN's rollout width, as in pong-fast (a rollout of "
+            f"{PQN_ENVS} x pqn.rollout transitions per round of updates)"
         ]
     if machine.gpu:
         return 16, ["16 envs: a GPU forward pass costs about the same for 1 or 16 observations"]
