@@ -1,6 +1,9 @@
 """Time to solve of finished runs, side by side: the ablation table (FPS, minutes to a
 smoothed -15, 0 and the stop reward, frames to solve) for any run directories, the
-smoothed score at every few minutes, and one PNG of the curves against wall time.
+smoothed score at every few minutes, and one PNG of the curves against wall time. With
+--games, also how the games of each run went, window by window of frames: how many ended,
+how long they lasted and how many were lost 20-21 or worse (from the run's TensorBoard
+events), which shows a run stuck short of solved in long rallies or lost games.
 
     uv run benchmarks/solve_report.py runs/a runs/b --names "16 x 64" "32 x 32" \\
         --png docs/pong-fast-curves.png
@@ -37,6 +40,33 @@ def curve_at(
     return points
 
 
+def games_by_window(run_dir: Path, window: int) -> list[tuple[int, int, float, float, int]]:
+    """(window start, games ended, median and longest length in agent steps, games scored
+    -20 or worse) for each ``window`` frames of the run, from its TensorBoard events."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    lengths = events.Scalars("episode/length")
+    scores = events.Scalars("episode/reward")
+    windows: dict[int, list[tuple[float, float]]] = {}
+    for length, score in zip(lengths, scores, strict=True):
+        windows.setdefault(length.step // window, []).append((length.value, score.value))
+    rows = []
+    for w in sorted(windows):
+        games = np.array(windows[w])
+        rows.append(
+            (
+                w * window,
+                len(games),
+                float(np.median(games[:, 0])),
+                float(games[:, 0].max()),
+                int((games[:, 1] <= -20).sum()),
+            )
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -53,6 +83,12 @@ def main() -> None:
         help="curve points every so many minutes, or 100k frames with --by frames",
     )
     parser.add_argument("--png", type=Path, help="write the curves here")
+    parser.add_argument(
+        "--games",
+        type=float,
+        metavar="FRAMES",
+        help="also tabulate each run's games per window of so many frames (e.g. 250000)",
+    )
     args = parser.parse_args()
     names = args.names or [run.name for run in args.runs]
     if len(names) != len(args.runs):
@@ -89,6 +125,12 @@ def main() -> None:
             cells.append("" if point is None else f"{point[2]:+.1f} ({point[1] / 1e6:.2f}M)")
         mark = f"{m / 1e6:.1f}M" if args.by == "frames" else f"{m / 60:g}"
         print(f"| {mark} | " + " | ".join(cells) + " |")
+    for name, run_dir in zip(names, args.runs, strict=True) if args.games else ():
+        print(f"\nGames of {name}, per {args.games / 1e3:g}k frames:\n")
+        print("| frames from | games ended | median length | longest | scored -20 or worse |")
+        print("|---:|---:|---:|---:|---:|")
+        for start, games, median, longest, lost in games_by_window(run_dir, int(args.games)):
+            print(f"| {start / 1e6:.2f}M | {games} | {median:,.0f} | {longest:,.0f} | {lost} |")
     if args.png:
         plot_curves("Smoothed game score against wall time", rows, args.png)
         print(f"\ncurves: {args.png}")
