@@ -1,7 +1,11 @@
 """One learner update (sample-free: a fixed batch of 32) in several implementations of the
-same math: torch threads, channels-last weights, fused vs per-tensor Adam.
+same math: torch threads, channels-last weights, fused vs per-tensor Adam. With --pqn,
+PQN's update instead (pong-fast's `small` LayerNorm network on 42x42 frames, fp32, all
+threads): minibatches of 128 against 256, per update and per sample, channels-last
+weights, and RAdam's step alone per tensor against foreach.
 
     uv run benchmarks/sgd_step.py
+    uv run benchmarks/sgd_step.py --pqn
 
 Rows are interleaved over the repetitions and each reports the median milliseconds.
 """
@@ -27,7 +31,11 @@ def main() -> None:
     )
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10, help="updates per timing window")
+    parser.add_argument("--pqn", action="store_true", help="PQN's update (see above)")
     args = parser.parse_args()
+    if args.pqn:
+        pqn_rows(args.reps, args.steps)
+        return
     rng = np.random.default_rng(0)
     batch = Batch(
         states=rng.integers(0, 255, (32, 4, 84, 84), dtype=np.uint8),
@@ -70,6 +78,70 @@ def main() -> None:
     print("\n| learner update (batch 32, Nature CNN) | ms |\n|---|---:|")
     for name, (_, _, times) in rows.items():
         print(f"| {name} | {statistics.median(times):.1f} |")
+
+
+def pqn_rows(reps: int, steps: int) -> None:
+    """PQN's minibatch update, interleaved rows, median ms per update and per sample."""
+    from atari_speed.agent.pqn import QLambdaLearner
+    from atari_speed.core.config import PQNConfig
+
+    shape, actions = (4, 42, 42), 6
+    cfg = DQNConfig(algorithm="pqn", network="small", layer_norm=True, learning_rate=2.5e-4)
+    rng = np.random.default_rng(0)
+
+    def learner(channels_last: bool = False) -> QLambdaLearner:
+        torch.manual_seed(0)
+        net = DQN(shape, actions, network="small", layer_norm=True)
+        return QLambdaLearner(
+            net, cfg, PQNConfig(), torch.device("cpu"), channels_last=channels_last
+        )
+
+    def args_of(size: int) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.from_numpy(rng.integers(0, 255, (size, *shape), dtype=np.uint8)),
+            torch.from_numpy(rng.integers(0, actions, size)),
+            torch.from_numpy(rng.normal(size=size).astype(np.float32)),
+        )
+
+    rows = {
+        "minibatch 256 (pong-fast)": (learner(), args_of(256), []),
+        "minibatch 128": (learner(), args_of(128), []),
+        "minibatch 256, channels-last weights": (learner(channels_last=True), args_of(256), []),
+    }
+    for _ in range(reps):
+        for pqn, batch, times in rows.values():
+            pqn.step(*batch)  # warm the allocator and caches
+            start = time.perf_counter()
+            for _ in range(steps):
+                pqn.step(*batch)
+            pqn.pop_loss()
+            times.append((time.perf_counter() - start) / steps * 1e3)
+    print(
+        f"\n| PQN update (small + LayerNorm, 42x42, fp32, {torch.get_num_threads()} threads) "
+        "| ms | us per sample |\n|---|---:|---:|"
+    )
+    for name, (_, batch, times) in rows.items():
+        ms = statistics.median(times)
+        print(f"| {name} | {ms:.1f} | {ms * 1e3 / len(batch[0]):.0f} |")
+
+    # RAdam's step alone, on the same parameters with fixed gradients.
+    optimizers = {}
+    for foreach in (False, True):
+        torch.manual_seed(0)
+        net = DQN(shape, actions, network="small", layer_norm=True)
+        for p in net.parameters():
+            p.grad = torch.randn_like(p)
+        optimizers[foreach] = (torch.optim.RAdam(net.parameters(), lr=2.5e-4, foreach=foreach), [])
+    for _ in range(reps):
+        for opt, times in optimizers.values():
+            start = time.perf_counter()
+            for _ in range(steps * 5):
+                opt.step()
+            times.append((time.perf_counter() - start) / (steps * 5) * 1e3)
+    print("\n| RAdam step alone | ms |\n|---|---:|")
+    for foreach, (_, times) in optimizers.items():
+        name = "foreach (the learner's)" if foreach else "per tensor (torch's CPU default)"
+        print(f"| {name} | {statistics.median(times):.2f} |")
 
 
 if __name__ == "__main__":

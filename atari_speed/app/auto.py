@@ -164,7 +164,9 @@ def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int, bf16: b
     if dqn.algorithm == "pqn":
         from atari_speed.agent.pqn import QLambdaLearner
 
-        learner = QLambdaLearner(net, dqn, pqn, device, bf16=bf16)
+        learner = QLambdaLearner(
+            net, dqn, pqn, device, bf16=bf16, channels_last=preset.run.channels_last
+        )
         size = max((preset.run.envs or PQN_ENVS) * pqn.rollout // pqn.minibatches, 1)
         batch = fake_batch(size, obs_shape, actions)
         args = (torch.from_numpy(batch.states), torch.from_numpy(batch.actions))

@@ -51,7 +51,13 @@ class Run:
         self.learner: Learner | QLambdaLearner
         if preset.dqn.algorithm == "pqn":
             self.learner = QLambdaLearner(
-                net, preset.dqn, preset.pqn, plan.device, bf16=plan.bf16, prof=self.prof
+                net,
+                preset.dqn,
+                preset.pqn,
+                plan.device,
+                bf16=plan.bf16,
+                prof=self.prof,
+                channels_last=preset.run.channels_last,
             )
         else:
             self.learner = Learner(

@@ -33,11 +33,13 @@ def filled_rollout(
     return rollout
 
 
-def learner(bf16: bool = False, **pqn) -> QLambdaLearner:
+def learner(bf16: bool = False, channels_last: bool = False, **pqn) -> QLambdaLearner:
     torch.manual_seed(0)
     net = DQN(SHAPE, 3, network="nature", layer_norm=True)
     cfg = DQNConfig(algorithm="pqn", learning_rate=1e-3, gamma=0.9, layer_norm=True)
-    return QLambdaLearner(net, cfg, PQNConfig(**pqn), torch.device("cpu"), bf16=bf16)
+    return QLambdaLearner(
+        net, cfg, PQNConfig(**pqn), torch.device("cpu"), bf16=bf16, channels_last=channels_last
+    )
 
 
 def test_targets_are_the_q_lambda_returns_of_the_online_network():
@@ -78,3 +80,20 @@ def test_learning_rate_decays_linearly_with_progress():
     pqn.learn(filled_rollout(), 0.75, np.random.default_rng(0))
     assert pqn.optimizer.param_groups[0]["lr"] == pytest.approx(0.25e-3)
     assert isinstance(pqn.optimizer, torch.optim.RAdam)
+
+
+def test_channels_last_is_the_same_math_in_another_layout():
+    rollout = filled_rollout()
+    plain, last = learner(), learner(channels_last=True)
+    conv = last.net.conv[0].weight
+    assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
+    for pqn in (plain, last):
+        pqn.learn(rollout, 0.0, np.random.default_rng(0))
+    assert plain.updates == last.updates == 16
+    moved = [
+        (p - q).abs().max().item()
+        for p, q in zip(plain.net.parameters(), learner().net.parameters(), strict=True)
+    ]
+    assert max(moved) > 1e-4  # the updates changed the weights ...
+    for p, q in zip(plain.net.parameters(), last.net.parameters(), strict=True):
+        assert torch.allclose(p, q, atol=1e-5)  # ... and alike in both layouts
