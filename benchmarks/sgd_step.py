@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -70,14 +71,19 @@ def main() -> None:
         for threads, learner, times in rows.values():
             torch.set_num_threads(threads)
             learner.step(batch)  # warm the allocator and caches at this thread count
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                learner.step(batch)
+            times.append(ms_per_call(lambda learner=learner: learner.step(batch), args.steps))
             learner.pop_loss()
-            times.append((time.perf_counter() - start) / args.steps * 1e3)
     print("\n| learner update (batch 32, Nature CNN) | ms |\n|---|---:|")
     for name, (_, _, times) in rows.items():
         print(f"| {name} | {statistics.median(times):.1f} |")
+
+
+def ms_per_call(call: Callable[[], object], n: int) -> float:
+    """Mean milliseconds of ``n`` back-to-back calls: one timing window of a row."""
+    start = time.perf_counter()
+    for _ in range(n):
+        call()
+    return (time.perf_counter() - start) / n * 1e3
 
 
 def pqn_rows(reps: int, steps: int) -> None:
@@ -111,11 +117,8 @@ def pqn_rows(reps: int, steps: int) -> None:
     for _ in range(reps):
         for pqn, batch, times in rows.values():
             pqn.step(*batch)  # warm the allocator and caches
-            start = time.perf_counter()
-            for _ in range(steps):
-                pqn.step(*batch)
+            times.append(ms_per_call(lambda pqn=pqn, batch=batch: pqn.step(*batch), steps))
             pqn.pop_loss()
-            times.append((time.perf_counter() - start) / steps * 1e3)
     print(
         f"\n| PQN update (small + LayerNorm, 42x42, fp32, {torch.get_num_threads()} threads) "
         "| ms | us per sample |\n|---|---:|---:|"
@@ -134,10 +137,7 @@ def pqn_rows(reps: int, steps: int) -> None:
         optimizers[foreach] = (torch.optim.RAdam(net.parameters(), lr=2.5e-4, foreach=foreach), [])
     for _ in range(reps):
         for opt, times in optimizers.values():
-            start = time.perf_counter()
-            for _ in range(steps * 5):
-                opt.step()
-            times.append((time.perf_counter() - start) / (steps * 5) * 1e3)
+            times.append(ms_per_call(opt.step, steps * 5))
     print("\n| RAdam step alone | ms |\n|---|---:|")
     for foreach, (_, times) in optimizers.items():
         name = "foreach (the learner's)" if foreach else "per tensor (torch's CPU default)"
