@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from atari_speed.agent.policy import select_actions
+from atari_speed.agent.policy import act
 from atari_speed.agent.replay import FrameReplay
 from atari_speed.agent.rollout import RolloutStore
 from atari_speed.core.timing import Profiler
@@ -76,11 +76,13 @@ class Actor:
         PQN's actors alternate between two shared rollouts); the games it finished."""
         prof, replay = self.prof, self.replay if sink is None else sink
         with prof.section("action selection"):
-            actions = select_actions(
-                self.net, self.obs, epsilon, self.actions, self.rng, self.device
-            )
+            actions, values = act(self.net, self.obs, epsilon, self.actions, self.rng, self.device)
         with prof.section("replay add"):
-            replay.put_obs(self.obs, self.cols)  # before step(), which overwrites obs in place
+            # before step(), which overwrites obs in place; a rollout keeps the values too
+            if isinstance(replay, RolloutStore):
+                replay.put_obs(self.obs, self.cols, values)
+            else:
+                replay.put_obs(self.obs, self.cols)
         with prof.section("env step"):
             self.obs, rewards, terminated, truncated, infos = self.venv.step(actions)
         with prof.section("replay add"):

@@ -13,10 +13,19 @@ from torch import nn
 
 
 @torch.no_grad()
+def greedy_and_values(
+    net: nn.Module, obs: np.ndarray, device: torch.device
+) -> tuple[np.ndarray, np.ndarray]:
+    """argmax_a and max_a Q(s, a) of all envs' observations ``(N, k, H, W)`` uint8, from one
+    batched forward pass."""
+    x = torch.from_numpy(np.asarray(obs)).to(device, non_blocking=True)
+    best = net(x).float().max(dim=1)  # ties: the first maximal index, as argmax
+    return best.indices.cpu().numpy(), best.values.cpu().numpy()
+
+
 def greedy_actions(net: nn.Module, obs: np.ndarray, device: torch.device) -> np.ndarray:
     """One batched forward pass for all envs' observations ``(N, k, H, W)`` uint8."""
-    x = torch.from_numpy(np.asarray(obs)).to(device, non_blocking=True)
-    return net(x).argmax(dim=1).cpu().numpy()
+    return greedy_and_values(net, obs, device)[0]
 
 
 def epsilon_greedy(
@@ -27,6 +36,23 @@ def epsilon_greedy(
     return np.where(explore, rng.integers(0, actions, len(greedy)), greedy)
 
 
+def act(
+    net: nn.Module,
+    obs: np.ndarray,
+    epsilon: float,
+    actions: int,
+    rng: np.random.Generator,
+    device: torch.device,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Epsilon-greedy actions for a batch of observations ``(N, k, H, W)``, and max_a Q(s, a)
+    of each from the same forward pass; while epsilon is 1 (warm-up) every action is random,
+    so the forward pass is skipped and there are no values (None)."""
+    if epsilon >= 1.0:
+        return rng.integers(0, actions, len(obs)), None
+    greedy, values = greedy_and_values(net, obs, device)
+    return epsilon_greedy(greedy, epsilon, actions, rng), values
+
+
 def select_actions(
     net: nn.Module,
     obs: np.ndarray,
@@ -35,11 +61,8 @@ def select_actions(
     rng: np.random.Generator,
     device: torch.device,
 ) -> np.ndarray:
-    """Epsilon-greedy actions for a batch of observations ``(N, k, H, W)``; while epsilon is
-    1 (warm-up) every action is random, so the forward pass is skipped."""
-    if epsilon >= 1.0:
-        return rng.integers(0, actions, len(obs))
-    return epsilon_greedy(greedy_actions(net, obs, device), epsilon, actions, rng)
+    """``act``'s actions alone."""
+    return act(net, obs, epsilon, actions, rng, device)[0]
 
 
 def play_episodes(

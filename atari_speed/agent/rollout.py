@@ -37,6 +37,12 @@ class RolloutStore:
         self.next_obs = arrays["next_obs"]
         self.actions, self.rewards = arrays["actions"], arrays["rewards"]
         self.terminated, self.truncated = arrays["terminated"], arrays["truncated"]
+        # max_a Q(obs[t], a) as the acting network computed it while choosing row t's
+        # actions (NaN where it did not: random warm-up steps). This process's own array,
+        # not in the shared layout: only where the actor and the learner are one process
+        # and one network (n-env mode) are these the learner's values, and only there can
+        # the targets take them instead of a second forward pass over the rollout.
+        self.values = np.full((steps, num_envs), np.nan, np.float32)
         self.t = 0  # rows written
 
     @staticmethod
@@ -62,11 +68,23 @@ class RolloutStore:
 
     def clear(self) -> None:
         self.t = 0
+        self.values.fill(np.nan)
 
-    def put_obs(self, obs: np.ndarray, cols: slice = slice(None)) -> None:
+    def put_obs(
+        self, obs: np.ndarray, cols: slice = slice(None), values: np.ndarray | None = None
+    ) -> None:
+        """Row ``t``'s observations and, if the actor computed them, their max_a Q."""
         if self.full:
             raise ValueError("the rollout is full: learn on it, then clear() it")
         self.obs[self.t, cols] = obs
+        if values is not None:
+            self.values[self.t, cols] = values
+
+    def acted_values(self) -> np.ndarray | None:
+        """max_a Q of rows 1..T-1's observations as the actor computed them, ``(T-1, N)``, or
+        None if any is missing (a parallel learner's view of a shared rollout has none)."""
+        following = self.values[1:]
+        return None if not self.full or np.isnan(following).any() else following
 
     def commit(
         self,

@@ -11,6 +11,7 @@ import torch
 
 from atari_speed.agent.actor import Actor, Game
 from atari_speed.agent.replay import FrameReplay
+from atari_speed.agent.rollout import RolloutStore
 from atari_speed.core.timing import Profiler
 
 
@@ -119,3 +120,19 @@ def test_greedy_actor_acts_with_the_network_and_random_one_without():
     for _ in range(50):
         actor.step(epsilon=1.0)
     assert {int(a) for step in venv.actions[5:] for a in step} == {0, 1, 2}
+
+
+def test_actor_keeps_the_values_it_chose_by_in_a_rollout():
+    rollout = RolloutStore(2, 6, (2, 1, 1))
+    venv = ScriptedVectorEnv()
+    net, rng = TinyQ(), np.random.default_rng(0)
+    actor = Actor(venv, net, rollout, slice(None), 0, rng, torch.device("cpu"), Profiler())
+    seen = []
+    for t in range(6):
+        seen.append(actor.obs.copy())
+        actor.step(epsilon=1.0 if t == 0 else 0.3)  # warm-up: no forward pass, no values
+    assert np.isnan(rollout.values[0]).all()
+    with torch.no_grad():
+        expected = [net(torch.from_numpy(obs)).max(dim=1).values.numpy() for obs in seen[1:]]
+    assert rollout.values[1:] == pytest.approx(np.stack(expected))
+    assert rollout.acted_values() == pytest.approx(np.stack(expected))

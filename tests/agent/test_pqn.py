@@ -62,6 +62,23 @@ def test_targets_are_the_q_lambda_returns_of_the_online_network():
     assert pqn.targets(rollout) == pytest.approx(expected, abs=1e-5)
 
 
+def test_targets_take_the_actors_values_and_evaluate_only_the_next_observation():
+    rollout = filled_rollout(next_value=7)
+    pqn = learner(q_lambda=0.5)
+    recomputed = pqn.targets(rollout)
+    for t in range(rollout.steps):  # what n-env mode's actor records as it chooses actions
+        rollout.values[t] = pqn.max_q(rollout.obs[t])
+    evaluated = []
+    forward = pqn.net.forward
+    pqn.net.forward = lambda x: evaluated.append(len(x)) or forward(x)
+    assert pqn.targets(rollout) == pytest.approx(recomputed, abs=1e-5)
+    assert sum(evaluated) == 4 + rollout.truncated.sum()  # next_obs and final observations
+    rollout.values[3, 1] = np.nan  # one missing: every row is evaluated again
+    evaluated.clear()
+    assert pqn.targets(rollout) == pytest.approx(recomputed, abs=1e-5)
+    assert sum(evaluated) == 8 * 4 + rollout.truncated.sum()
+
+
 @pytest.mark.parametrize("bf16", [False, True])
 def test_learn_makes_epochs_times_minibatches_updates_and_fits(bf16):
     rollout = filled_rollout()

@@ -68,6 +68,22 @@ def test_rollout_store_keeps_whole_observations_and_final_ones():
     assert not store.full
 
 
+def test_acted_values_are_there_only_when_every_row_after_the_first_has_them():
+    store = RolloutStore(2, 3, (1, 1, 1))
+    store.put_obs(np.zeros((2, 1, 1, 1), np.uint8))  # a warm-up row: row 0 needs none
+    store.commit(np.zeros(2), np.zeros(2), np.zeros(2, bool))
+    for t in (1, 2):
+        store.put_obs(np.zeros((2, 1, 1, 1), np.uint8), values=np.array([t, -t], np.float32))
+        store.commit(np.zeros(2), np.zeros(2), np.zeros(2, bool))
+    assert store.acted_values().tolist() == [[1, -1], [2, -2]]
+    store.clear()
+    store.put_obs(np.zeros((2, 1, 1, 1), np.uint8), values=np.ones(2, np.float32))
+    store.commit(np.zeros(2), np.zeros(2), np.zeros(2, bool))
+    store.put_obs(np.zeros((2, 1, 1, 1), np.uint8))  # a row without: none are used
+    store.commit(np.zeros(2), np.zeros(2), np.zeros(2, bool))
+    assert store.acted_values() is None
+
+
 def test_a_truncation_without_final_observation_terminates():
     store = RolloutStore(1, 1, (1, 1, 1))
     store.put_obs(np.zeros((1, 1, 1, 1), np.uint8))
