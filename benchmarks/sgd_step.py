@@ -112,7 +112,11 @@ def pqn_rows(reps: int, steps: int) -> None:
     rows = {
         "minibatch 256 (pong-fast)": (learner(), args_of(256), []),
         "minibatch 128": (learner(), args_of(128), []),
-        "minibatch 256, channels-last weights": (learner(channels_last=True), args_of(256), []),
+        "minibatch 256, channels-last (run.channels_last)": (
+            learner(channels_last=True),
+            args_of(256),
+            [],
+        ),
     }
     for _ in range(reps):
         for pqn, batch, times in rows.values():

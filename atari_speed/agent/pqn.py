@@ -42,6 +42,7 @@ class QLambdaLearner:
     ) -> None:
         self.cfg, self.pqn, self.device = cfg, pqn, device
         self.net = net.to(device)
+        self.channels_last = channels_last
         if channels_last:
             # Same math, another memory layout (run.channels_last): the actor's forward
             # passes use this network too, so they get the layout as well.
@@ -118,6 +119,10 @@ class QLambdaLearner:
             for group in self.optimizer.param_groups:
                 group["lr"] = self.cfg.learning_rate * max(1.0 - progress, 0.0)
         obs = torch.from_numpy(rollout.obs.reshape(-1, *rollout.obs.shape[2:]))
+        if self.channels_last:
+            # once per rollout: the minibatches indexed from it keep the layout, so the
+            # network's forward need not convert each one (~3 ms of a ~50 ms update)
+            obs = obs.contiguous(memory_format=torch.channels_last)
         actions = torch.from_numpy(rollout.actions.reshape(-1))
         size = len(obs)
         batch = size // self.pqn.minibatches

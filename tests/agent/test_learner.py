@@ -108,3 +108,20 @@ def test_bf16_autocast_path_learns_the_same_q_values():
         q = learner.net(torch.from_numpy(batch.states[:3])).numpy()
     assert q[0] == pytest.approx([1.0, 2.43], abs=0.1)
     assert q[2] == pytest.approx([3.0, 3.0], abs=0.1)
+
+
+def test_a_channels_last_network_takes_its_frames_channels_last_and_answers_alike():
+    torch.manual_seed(0)
+    plain = DQN((4, 42, 42), 6, network="small", layer_norm=True)
+    last = DQN((4, 42, 42), 6, network="small", layer_norm=True)
+    last.load_state_dict(plain.state_dict())
+    last.to(memory_format=torch.channels_last)
+    seen = []
+    for net in (plain, last):
+        net.conv[0].register_forward_pre_hook(
+            lambda _, args: seen.append(args[0].is_contiguous(memory_format=torch.channels_last))
+        )
+    frames = torch.randint(0, 255, (8, 4, 42, 42), dtype=torch.uint8)  # NCHW, as stored
+    with torch.no_grad():
+        assert torch.allclose(plain(frames), last(frames), atol=1e-5)
+    assert seen == [False, True]  # the float frames reach the first conv in its layout
