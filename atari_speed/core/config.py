@@ -109,9 +109,9 @@ class RunConfig:
         low=0,
     )
     channels_last: bool = doc(
-        "keep conv weights channels-last: same math, a memory layout oneDNN's CPU "
-        "convolutions may run faster on (benchmarks/sgd_step.py measures it; "
-        "docs/train_speed.md)",
+        "keep conv weights, and the frames fed to them, channels-last: same math, a memory "
+        "layout oneDNN's CPU convolutions may run faster on (a PQN update 13 percent "
+        "faster on a 2-core Zen 3; benchmarks/sgd_step.py measures it; docs/pong-fast.md)",
         False,
     )
     log_every: int = doc("frames between TensorBoard scalars and summary.json", 2_000, low=1)
