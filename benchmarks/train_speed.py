@@ -64,6 +64,11 @@ W16 = ["--set", "run.envs=16", "--set", "pqn.rollout=64"]
 W64 = ["--set", "run.envs=64", "--set", "pqn.rollout=32"]
 MB8 = ["--set", "pqn.minibatches=8"]
 E2 = ["--set", "pqn.epochs=2"]  # after PQN's epochs=4, so it wins
+PONG_FAST = [
+    "--preset", "pong-fast", "--mode", "n-env", "--set", "run.precision='fp32'",
+    "--set", "env.backend='ale'", "--set", "run.envs=64",
+]  # fmt: skip
+W128 = ["--set", "run.envs=128", "--set", "pqn.minibatches=16"]
 PQN_ROWS: dict[str, list[str]] = {
     "PQN n-env, 16 envs x 64 steps": [*PQN, *W16],
     "PQN parallel, 1 actor x 16 envs, learner 1 thread": [
@@ -118,6 +123,17 @@ PQN_ROWS: dict[str, list[str]] = {
         *PARALLEL,
         "--set",
         "run.learner_threads=2",
+    ],
+    # pong-fast itself, fp32 and the ale backend pinned (a CPU without bf16 units, where
+    # auto runs fp32): 64 envs against the published 128 (the same 16 updates of 256 per
+    # 2,048 transitions), and 128 with channels-last frames and weights
+    "pong-fast fp32, 64 envs, 2 epochs x 8 minibatches": PONG_FAST,
+    "pong-fast fp32, 128 envs, 2 epochs x 16 minibatches": [*PONG_FAST, *W128],
+    "pong-fast fp32, 128 envs, 2 epochs x 16 minibatches, channels-last": [
+        *PONG_FAST,
+        *W128,
+        "--set",
+        "run.channels_last=true",
     ],
 }
 # Parallel mode's actors as local processes against Ray actors (needs `uv run --extra ray`),
