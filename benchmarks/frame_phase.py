@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from atari_speed.agent.policy import select_actions
+from atari_speed.agent.policy import act
 from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.checkpoint import load_checkpoint
 
@@ -37,7 +37,7 @@ def play(
         for _ in range(pending):  # on the raw emulator: moves the phase, not the agent's clock
             env.envs[0].unwrapped.ale.act(0)
         pending = 0
-        actions = select_actions(net, np.asarray(obs), epsilon, actions_n, rng, torch.device("cpu"))
+        actions, _ = act(net, np.asarray(obs), epsilon, actions_n, rng, torch.device("cpu"))
         obs, _, _, _, info = env.step(actions)
         if "episode" in info and info["_episode"][0]:
             scores.append(float(info["episode"]["r"][0]))

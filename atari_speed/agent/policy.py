@@ -53,18 +53,6 @@ def act(
     return epsilon_greedy(greedy, epsilon, actions, rng), values
 
 
-def select_actions(
-    net: nn.Module,
-    obs: np.ndarray,
-    epsilon: float,
-    actions: int,
-    rng: np.random.Generator,
-    device: torch.device,
-) -> np.ndarray:
-    """``act``'s actions alone."""
-    return act(net, obs, epsilon, actions, rng, device)[0]
-
-
 def play_episodes(
     env: gym.Env,
     net: nn.Module,
@@ -84,7 +72,7 @@ def play_episodes(
     going = on_step is None or on_step()
     while going and len(finished) < games and not (stop is not None and stop.is_set()):
         batch = np.asarray(obs)[None]
-        action = int(select_actions(net, batch, epsilon, env.action_space.n, rng, device)[0])
+        action = int(act(net, batch, epsilon, env.action_space.n, rng, device)[0][0])
         obs, _, terminated, truncated, info = env.step(action)
         if "episode" in info:
             finished.append(dict(info["episode"]))
