@@ -192,7 +192,15 @@ class PQNConfig:
     )
     optimizer: str = doc("adam | radam", "radam", choices=OPTIMIZERS)
     max_grad_norm: float = doc("clip the gradient's norm to this; 0 = no clipping", 10.0, low=0.0)
-    lr_decay: bool = doc("decay the learning rate linearly to 0 over run.frames", True)
+    lr_decay: bool = doc(
+        "decay the learning rate linearly to 0 over pqn.lr_decay_frames", True
+    )
+    lr_decay_frames: int = doc(
+        "frames over which the learning rate decays to 0 (pqn.lr_decay); 0 = run.frames."
+        " Set it to keep a recipe's schedule when run.frames changes",
+        0,
+        low=0,
+    )
 
 
 @dataclass(frozen=True)

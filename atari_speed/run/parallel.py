@@ -289,7 +289,7 @@ def _learn_rollouts(run: Run, shared: Shared, messages: Any, procs: list[mp.Proc
         r = int(shared.control[CONSUMED])
         if shared.filled.min() > r:
             rollout = shared.rollouts[r % SLOTS]
-            run.learner.learn(rollout, run.frames / run.preset.run.frames, run.rng)
+            run.learner.learn(rollout, run.decay_progress(), run.rng)
             with prof.section("publish weights"):
                 publish(shared, run.learner.net)
             shared.control[CONSUMED] = r + 1  # after publishing: the slot's next rollout

@@ -395,7 +395,7 @@ def _learn_rollouts(run: Run, actors: RayActors) -> None:
             with prof.section("ray batches"):
                 for i, batch in arrived.pop(trained).items():
                     rollout.put_columns(batch, actors.columns(i))
-            run.learner.learn(rollout, run.frames / run.preset.run.frames, run.rng)
+            run.learner.learn(rollout, run.decay_progress(), run.rng)
             trained += 1
             with prof.section("publish weights"):
                 actors.publish(run.learner.net)

@@ -102,6 +102,12 @@ class Run:
         """Agent steps so far, all envs, earlier runs resumed included."""
         return self.tracker.frames
 
+    def decay_progress(self) -> float:
+        """How far PQN's learning rate has decayed (0..1): frames over pqn.lr_decay_frames,
+        or over run.frames where that is 0."""
+        horizon = self.preset.pqn.lr_decay_frames or self.preset.run.frames
+        return self.frames / horizon
+
     @property
     def epsilon(self) -> float:
         return epsilon_at(self.preset.explore, self.frames)
