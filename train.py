@@ -1,4 +1,4 @@
-"""Train a DQN agent on an Atari game: ``uv run train.py --preset pong-fast``."""
+"""Train a DQN or PQN agent on an Atari game: ``uv run train.py --preset pong-fast``."""
 
 import sys
 

@@ -61,8 +61,9 @@ class Learner:
             # Same math, different memory layout: oneDNN's convolutions run faster on it.
             self.net.to(memory_format=torch.channels_last)
         self.target = ptan.agent.TargetNet(self.net)
-        # fused: the same Adam update in one kernel over all tensors; on the 2-core CPU the
-        # per-tensor loop costs ~4 ms of a ~35 ms update (benchmarks/sgd_step.py).
+        # fused: the same Adam update in one kernel over all tensors; on a CPU the
+        # per-tensor loop is a visible part of a small network's update
+        # (benchmarks/sgd_step.py times it).
         self.optimizer = torch.optim.Adam(
             self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
         )

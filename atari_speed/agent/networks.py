@@ -66,9 +66,9 @@ class DQN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.conv[0].weight.is_contiguous(memory_format=torch.channels_last):
             # Frames in the weights' layout (run.channels_last): with NCHW frames oneDNN
-            # reorders the float input at every conv, and the layout buys half of what it
-            # does with them (an update 14% against 25% faster on a 2-core Zen 3,
-            # benchmarks/sgd_step.py --pqn). Here the copy is of uint8, a quarter the bytes.
+            # reorders the float input at every conv, which takes back much of what the
+            # layout buys (benchmarks/sgd_step.py --pqn measures both). Converting here
+            # copies uint8, a quarter of the bytes of the float input.
             x = x.contiguous(memory_format=torch.channels_last)
         features = self.conv(x.float() / 255.0)
         adv = self.head(features)

@@ -23,11 +23,6 @@ def greedy_and_values(
     return best.indices.cpu().numpy(), best.values.cpu().numpy()
 
 
-def greedy_actions(net: nn.Module, obs: np.ndarray, device: torch.device) -> np.ndarray:
-    """One batched forward pass for all envs' observations ``(N, k, H, W)`` uint8."""
-    return greedy_and_values(net, obs, device)[0]
-
-
 def epsilon_greedy(
     greedy: np.ndarray, epsilon: float | np.ndarray, actions: int, rng: np.random.Generator
 ) -> np.ndarray:

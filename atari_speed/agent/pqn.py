@@ -49,8 +49,8 @@ class QLambdaLearner:
             self.net.to(memory_format=torch.channels_last)
         optimizer = torch.optim.RAdam if pqn.optimizer == "radam" else torch.optim.Adam
         # foreach: the same arithmetic over all tensors at once, torch's default only on
-        # CUDA; on a 2-core CPU it halved RAdam's step, 4.2 -> 2.2 ms of a ~50 ms update
-        # (benchmarks/sgd_step.py --pqn).
+        # CUDA; on a CPU it saves the per-tensor loop's overhead, a visible part of a small
+        # network's update (benchmarks/sgd_step.py --pqn times both).
         self.optimizer = optimizer(
             self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, foreach=True
         )
@@ -82,8 +82,8 @@ class QLambdaLearner:
         Where the rollout holds the values its actor computed while choosing actions
         (n-env mode: the actor's network is this one, unchanged since the rollout began),
         they are max_a Q of rows 1..T-1 already, and only the observation after the last
-        row needs a forward pass: that saves a pass over the whole rollout, a tenth of a
-        frame on a 2-core CPU (docs/pong-fast.md). Otherwise (parallel and Ray actors act
+        row needs a forward pass: that saves a no-grad pass over the whole rollout
+        (docs/log/pong-fast.md has the profile). Otherwise (parallel and Ray actors act
         with weights a rollout old) every row is evaluated here.
         """
         steps, n, next_obs = rollout.steps, rollout.num_envs, rollout.next_obs
@@ -121,7 +121,7 @@ class QLambdaLearner:
         obs = torch.from_numpy(rollout.obs.reshape(-1, *rollout.obs.shape[2:]))
         if self.channels_last:
             # once per rollout: the minibatches indexed from it keep the layout, so the
-            # network's forward need not convert each one (~3 ms of a ~50 ms update)
+            # network's forward need not convert each one
             obs = obs.contiguous(memory_format=torch.channels_last)
         actions = torch.from_numpy(rollout.actions.reshape(-1))
         size = len(obs)

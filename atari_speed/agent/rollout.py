@@ -2,8 +2,8 @@
 
 ``RolloutStore`` takes the actor's writes exactly as the replay does (``put_obs`` then
 ``commit``), so the one ``Actor`` fills either. Unlike the replay it keeps whole stacked
-observations: a rollout is small (16 envs x 64 steps of 4x42x42 frames: 7 MB) and is
-dropped after the learner's epochs on it.
+observations: a rollout is small (128 envs x 32 steps of 4x42x42 uint8 frames is
+29 MB) and is dropped after the learner's epochs on it.
 """
 
 from __future__ import annotations

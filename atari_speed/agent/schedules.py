@@ -1,9 +1,11 @@
 """What follows the frame count: exploration, and how many SGD updates are due.
 
-Accounting is the same in every mode: frames are agent steps summed over all envs,
-epsilon follows frames, and one SGD update of ``batch_size`` is due per ``train_every``
-frames once the replay holds ``replay.initial`` transitions, whatever the env count and
-whoever steps the envs (this process, or actor processes).
+Accounting is the same in every mode: frames are agent steps summed over all envs and
+epsilon follows frames. DQN makes one SGD update of ``dqn.batch_size`` per
+``dqn.train_every`` frames once the replay holds ``replay.initial`` transitions, whatever
+the env count and whoever steps the envs (this process, or actor processes); that is
+``UpdateSchedule``. PQN uses neither field: it makes ``pqn.epochs`` x ``pqn.minibatches``
+updates per rollout (``agent/pqn.py``).
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ configuration and says why, line by line; ``train.py`` records that in summary.j
 ``train.py --check`` prints it without training.
 
 The rules follow the measurements in docs/train_speed.md and docs/env_speed.md:
-- one SGD update costs far more than the env steps of one frame on a CPU (on the 2-core
-  machine of docs/train_speed.md, ~30 ms against ~0.5 ms), so there the learner needs
-  every core and actor processes only compete with it; parallel mode pays only when
+- one SGD update costs far more than the env steps of one frame on a CPU (docs/train_speed.md
+  has the figures), so there the learner needs every core and actor processes only
+  compete with it; parallel mode pays only when
   spare cores can step the envs while the learner trains, and the env share of a frame is
   large enough to matter;
 - batched inference costs about the same for 1 or 8 observations on a CPU, so 8 envs cost
@@ -26,18 +26,29 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from atari_speed.agent.replay import Batch
-from atari_speed.core.config import Preset, check_consistency
+from atari_speed.core.config import Preset, check_consistency, load_preset
 from atari_speed.core.errors import ConfigError
 
 AUTO = "auto"
-# PQN's envs per rollout when run.envs is auto: pong-fast's width (docs/pong-fast.md)
-PQN_ENVS = 64
+# The preset whose rollout width PQN takes when run.envs is auto: read from its file, so
+# the two cannot disagree.
+PQN_WIDTH_PRESET = "pong-fast"
+
+
+@cache
+def pqn_envs() -> int:
+    """PQN's envs per rollout when run.envs is auto: ``run.envs`` of presets/pong-fast.toml."""
+    envs = load_preset(PQN_WIDTH_PRESET).run.envs
+    if envs == 0:  # an auto width there would leave nothing to read
+        raise ConfigError(f"presets/{PQN_WIDTH_PRESET}.toml: [run] envs must be a number")
+    return envs
 
 
 @dataclass
@@ -167,7 +178,7 @@ def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int, bf16: b
         learner = QLambdaLearner(
             net, dqn, pqn, device, bf16=bf16, channels_last=preset.run.channels_last
         )
-        size = max((preset.run.envs or PQN_ENVS) * pqn.rollout // pqn.minibatches, 1)
+        size = max((preset.run.envs or pqn_envs()) * pqn.rollout // pqn.minibatches, 1)
         batch = fake_batch(size, obs_shape, actions)
         args = (torch.from_numpy(batch.states), torch.from_numpy(batch.actions))
         args += (torch.from_numpy(batch.returns),)
@@ -263,7 +274,8 @@ def frame_split(
     if preset.dqn.algorithm == "pqn":
         pqn = preset.pqn
         per_rollout = pqn.epochs * pqn.minibatches
-        learn_ms = (update_ms or 0.0) * per_rollout / (pqn.rollout * (preset.run.envs or PQN_ENVS))
+        transitions = pqn.rollout * (preset.run.envs or pqn_envs())
+        learn_ms = (update_ms or 0.0) * per_rollout / transitions
     else:
         learn_ms = (update_ms or 0.0) / preset.dqn.train_every
     share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
@@ -314,14 +326,15 @@ def choose_pqn_mode(
 
 
 def choose_envs(preset: Preset, machine: Machine) -> tuple[int, list[str]]:
-    """run.envs: as set; else PQN's rollout width of pong-fast (``PQN_ENVS``); for DQN 16
+    """run.envs: as set; else PQN's rollout width of pong-fast (``pqn_envs``); for DQN 16
     with a GPU, 8 on a CPU."""
     if preset.run.envs != 0:
         return preset.run.envs, []
     if preset.dqn.algorithm == "pqn":
-        return PQN_ENVS, [
-            f"{PQN_ENVS} envs: PQN's rollout width, as in pong-fast (a rollout of "
-            f"{PQN_ENVS} x pqn.rollout transitions per round of updates)"
+        envs = pqn_envs()
+        return envs, [
+            f"{envs} envs: PQN's rollout width, as in presets/{PQN_WIDTH_PRESET}.toml (a "
+            f"rollout of {envs} x pqn.rollout transitions per round of updates)"
         ]
     if machine.gpu:
         return 16, ["16 envs: a GPU forward pass costs about the same for 1 or 16 observations"]

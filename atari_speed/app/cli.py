@@ -42,7 +42,7 @@ preset fields:
 def train_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="train.py",
-        description="Train a DQN agent on an Atari game, as fast as this machine allows.",
+        description="Train a DQN or PQN agent on an Atari game, as fast as this machine allows.",
         epilog=TRAIN_EPILOG.format(presets=", ".join(sorted(PRESET_NAMES))) + describe_fields(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -103,8 +103,9 @@ def train_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="time every stage of every process; prints a table at the end and writes "
-        "profile.json and TensorBoard profile/<stage> (sets run.profile)",
+        help="time every stage of the learner, its actor processes and env workers (Ray "
+        "actors are not profiled); prints a table at the end and writes profile.json and "
+        "TensorBoard profile/<stage> (sets run.profile)",
     )
     parser.add_argument(
         "--set",
@@ -145,7 +146,8 @@ def check_main(preset_name: str, overrides: list[str]) -> int:
     print(f"checking this machine with {preset.name}'s pipeline and network (a few seconds)...")
     # Show the choice for every auto field, even ones this preset fixes.
     probe = preset.replace("run", mode=AUTO, envs=0, precision=AUTO).replace("env", backend=AUTO)
-    calibrate(machine, probe)
+    # Calibrate the update the preset runs: PQN's minibatch follows its run.envs.
+    calibrate(machine, probe.replace("run", envs=preset.run.envs))
     print("\n".join(machine.describe()))
     _, choices = choose(probe, machine)
     print(

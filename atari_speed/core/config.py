@@ -110,13 +110,13 @@ class RunConfig:
     )
     channels_last: bool = doc(
         "keep conv weights, and the frames fed to them, channels-last: same math, a memory "
-        "layout oneDNN's CPU convolutions may run faster on (a PQN update 13 percent "
-        "faster on a 2-core Zen 3; benchmarks/sgd_step.py measures it; docs/pong-fast.md)",
+        "layout oneDNN's CPU convolutions may run faster on (benchmarks/sgd_step.py measures "
+        "it on this machine; docs/pong-fast.md)",
         False,
     )
     log_every: int = doc("frames between TensorBoard scalars and summary.json", 2_000, low=1)
     amp: bool = doc(
-        "the older switch for bf16 on CUDA only (ignored on a CPU); run.precision supersedes it",
+        "deprecated: use run.precision = 'bf16'; true still means bf16 on a CUDA GPU that has it",
         False,
     )
     precision: str = doc(
@@ -127,8 +127,9 @@ class RunConfig:
         choices=("fp32", "bf16", "auto"),
     )
     profile: bool = doc(
-        "time every stage of every process (train.py --profile): a table at the end, "
-        "profile.json and TensorBoard profile/<stage>",
+        "time every stage of the learner, its actor processes and env workers (train.py "
+        "--profile; Ray actors are not profiled): a table at the end, profile.json and "
+        "TensorBoard profile/<stage>",
         False,
     )
 

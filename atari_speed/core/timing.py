@@ -60,12 +60,6 @@ class StageTimer:
             below = seconds
         return out
 
-    def shares(self) -> dict[str, float]:
-        """Each layer's fraction of the total stepping time (they sum to 1)."""
-        own = self.exclusive()
-        total = sum(own.values()) or 1.0
-        return {label: seconds / total for label, seconds in own.items()}
-
 
 # ---------------------------------------------------------------- whole-process profile
 

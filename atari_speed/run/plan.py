@@ -75,7 +75,7 @@ def require_ray() -> Any:
     return ray
 
 
-def make_plan(preset: Preset, choices: dict[str, Any] | None = None, bf16: bool = False) -> Plan:
+def make_plan(preset: Preset, choices: dict[str, Any] | None = None) -> Plan:
     """Resolve ``preset`` into a plan; ConfigError if an ``auto`` field is left unchosen."""
     run, env = preset.run, preset.env
     if "auto" in (run.mode, env.backend, run.precision) or run.envs == 0:
@@ -86,8 +86,9 @@ def make_plan(preset: Preset, choices: dict[str, Any] | None = None, bf16: bool 
     if run.mode == "parallel" and run.actors and run.engine == "ray":
         require_ray()  # before anything of the run is made
     device = pick_device(run.device)
-    cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-    bf16 = run.precision == "bf16" or (run.amp and cuda_bf16)
+    # run.amp is deprecated (run.precision replaces it); true still asks bf16 of a CUDA GPU
+    amp = run.amp and device.type == "cuda" and torch.cuda.is_bf16_supported()
+    bf16 = run.precision == "bf16" or amp
     pipeline = resolve_pipeline(env.pipeline, env.image_backend or None)
     probe = make_env(pipeline, env.game)
     obs_shape, actions = tuple(probe.observation_space.shape), int(probe.action_space.n)

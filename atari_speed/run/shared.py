@@ -1,5 +1,5 @@
-"""Parallel mode's machinery, for DQN (``run/parallel.py``) and PQN
-(``run/parallel_rollouts.py``) alike: the shared-memory blocks, weight publishing, and
+"""Parallel mode's machinery, for DQN and PQN alike (both loops are in
+``run/parallel.py``): the shared-memory blocks, weight publishing, and
 starting, watching and stopping actor processes.
 
 The learner creates two blocks once: the data actors write (DQN's replay, or PQN's two

@@ -1,6 +1,6 @@
 """``train(preset)``: plan the run, start its mode's loop, and save on every way out.
 
-The modes differ only in who steps the envs and where (see README, "How the modes work"):
+The modes differ only in who steps the envs and where (drawn in docs/architecture.md):
 
 - ``baseline``: the book's loop on ptan, one env (``run/baseline.py``);
 - ``n-env``: the one actor steps N envs in this process, alternating with updates

@@ -119,3 +119,34 @@ def test_pqn_runs_in_n_env_mode_and_says_what_share_envs_take():
     m = machine(cores=16, gpu="NVIDIA H100", update_ms=1.0, ale=5000.0)
     chosen, choices = choose(load_preset("pong-pqn", ["run.mode='auto'"]), m)
     assert chosen.run.mode == "n-env" and "on the GPU" in choices["why"][0]
+
+
+def test_pqn_auto_width_is_read_from_pong_fast():
+    # one source: the width auto gives PQN is presets/pong-fast.toml's run.envs
+    preset = load_preset("pong-pqn", ["run.envs='auto'"])
+    chosen, choices = choose(preset, machine())
+    assert chosen.run.envs == load_preset("pong-fast").run.envs
+    assert f"{chosen.run.envs} envs: PQN's rollout width" in " ".join(choices["why"])
+
+
+@pytest.mark.parametrize("name", ["pong-fast", "pong-pqn"])
+def test_check_calibrates_the_preset_s_own_minibatch(monkeypatch, capsys, name):
+    # --check shows auto's choice for every field, but the SGD update it times must be the
+    # one the preset runs: PQN's minibatch is run.envs x pqn.rollout / pqn.minibatches
+    from atari_speed.app import auto
+    from atari_speed.app.cli import check_main
+
+    timed = []
+
+    def fake_calibrate(m, preset, seconds=1.0):
+        timed.append(preset)
+        m.env_steps, m.update_ms, m.update_ms_bf16 = {"ale": 3000.0}, 20.0, 30.0
+        return m
+
+    monkeypatch.setattr(auto, "calibrate", fake_calibrate)
+    monkeypatch.setattr(auto, "detect", lambda: Machine(cores=2, memory_gb=24))
+    assert check_main(name, []) == 0
+    own, probe = load_preset(name), timed[0]
+    minibatch = probe.run.envs * probe.pqn.rollout // probe.pqn.minibatches
+    assert minibatch == own.run.envs * own.pqn.rollout // own.pqn.minibatches
+    assert "auto would choose" in capsys.readouterr().out
