@@ -163,7 +163,9 @@ class DQNConfig:
         "dqn",
         choices=ALGORITHMS,
     )
-    learning_rate: float = doc("Adam learning rate", 1e-4, low=0.0, high=1.0)
+    learning_rate: float = doc(
+        "the optimizer's learning rate (Adam; PQN's: pqn.optimizer)", 1e-4, low=0.0, high=1.0
+    )
     adam_eps: float = doc("Adam epsilon", 1e-8, low=0.0, high=1.0)
     gamma: float = doc("discount", 0.99, low=0.0, high=1.0)
     batch_size: int = doc("transitions per SGD update (never scaled by envs)", 32, low=1)
@@ -193,9 +195,7 @@ class PQNConfig:
     )
     optimizer: str = doc("adam | radam", "radam", choices=OPTIMIZERS)
     max_grad_norm: float = doc("clip the gradient's norm to this; 0 = no clipping", 10.0, low=0.0)
-    lr_decay: bool = doc(
-        "decay the learning rate linearly to 0 over pqn.lr_decay_frames", True
-    )
+    lr_decay: bool = doc("decay the learning rate linearly to 0 over pqn.lr_decay_frames", True)
     lr_decay_frames: int = doc(
         "frames over which the learning rate decays to 0 (pqn.lr_decay); 0 = run.frames."
         " Set it to keep a recipe's schedule when run.frames changes",

@@ -1,0 +1,222 @@
+"""The generated tables of README.md and the docs, from the files that hold their facts.
+
+    uv run benchmarks/results_table.py           # rewrite every generated block
+    uv run benchmarks/results_table.py --check   # exit 1 if a block is stale (tests do this)
+
+A generated block sits between ``<!-- generated:NAME -->`` and ``<!-- /generated -->``;
+everything between the two lines is replaced. The names:
+
+- ``results``: one row per run set of docs/results.json marked ``summary`` (date, CPU,
+  preset and recipe, seeds, how many solved, minutes and frames to solve, play.py's greedy
+  score), each linking its section of docs/results.md;
+- ``set:ID``: the per-seed table of run set ID of docs/results.json;
+- ``presets``: one row per presets/*.toml, its values read through the preset loader and
+  its summary from the file's first comment line;
+- ``preset:NAME``: every field presets/NAME.toml sets, its value and its documentation.
+
+To add a run, append it to its set's ``runs`` in docs/results.json (or add a set, and a
+``set:ID`` block with its command in docs/results.md), then run this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from atari_speed.core.config import PRESET_DIR, SECTIONS, load_preset
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results.json"
+DOCS = {  # file -> how it links to docs/results.md's sections
+    ROOT / "README.md": "docs/results.md",
+    ROOT / "docs" / "results.md": "",
+    ROOT / "docs" / "pong-fast.md": "results.md",
+}
+BLOCK = re.compile(r"(<!-- generated:(\S+) -->\n)(.*?)(<!-- /generated -->)", re.DOTALL)
+
+
+def load_results(path: Path = RESULTS) -> list[dict[str, Any]]:
+    return json.loads(path.read_text())["sets"]
+
+
+def _frames(frames: float | None) -> str:
+    return "" if frames is None else f"{frames / 1e6:.2f}M"
+
+
+def _minutes(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f} min"
+
+
+def _cell(text: str) -> str:
+    """Text fit for a table cell: a ``|`` would end the cell."""
+    return text.replace("|", "\\|")
+
+
+def _signed(score: float) -> str:
+    return f"{score:+.1f}"
+
+
+def summary_table(sets: list[dict[str, Any]], link: str) -> str:
+    """One row per run set marked ``summary``, in the file's order."""
+    lines = [
+        "| date | CPU (2 cores unless said), precision | preset: recipe | seeds "
+        "| solved | minutes to solve | frames to solve | best smoothed, not solved "
+        "| `play.py`, greedy | details |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in (s for s in sets if s.get("summary")):
+        runs = s["runs"]
+        solved = [r for r in runs if r.get("to_18") is not None]
+        others = [r for r in runs if r.get("to_18") is None]
+        cpu = s["cpu_short"] + ("" if s["cores"] == 2 else f", {s['cores']} cores")
+        mark = " **(now)**" if s.get("current") else ""
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    s["date"],
+                    f"{cpu}, {s['precision']}",
+                    f"`{s['preset']}`{mark}: {s['recipe']}",
+                    ", ".join(str(r["seed"]) for r in runs),
+                    f"{len(solved)} of {len(runs)} in {s['cap']}",
+                    ", ".join(f"s{r['seed']}: {r['to_18']:.1f}" for r in solved),
+                    ", ".join(f"s{r['seed']}: {_frames(r['frames'])}" for r in solved),
+                    ", ".join(f"s{r['seed']}: {_signed(r['best'])}" for r in others),
+                    ", ".join(
+                        f"s{r['seed']}: {r['greedy']:.1f}"
+                        for r in runs
+                        if r.get("greedy") is not None
+                    )
+                    or "not run",
+                    f"[{s['id']}]({link}#{s['id']})",
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def set_table(s: dict[str, Any]) -> str:
+    """Run set ``s``'s runs, one row each."""
+    lines = [
+        "| seed | FPS | to -15 | to 0 | to 18 (solved) | frames | best smoothed "
+        "| `play.py`, 10 greedy games | note |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in s["runs"]:
+        solved = r.get("to_18") is not None
+        greedy = "" if r.get("greedy") is None else f"{r['greedy']:.1f}"
+        if greedy and r.get("greedy_range"):
+            greedy += f" ({r['greedy_range']})"
+        cells = [
+            str(r["seed"]),
+            f"{r['fps']:,}",
+            _minutes(r.get("to_m15")),
+            _minutes(r.get("to_0")),
+            f"**{_minutes(r['to_18'])}**" if solved else f"not in {r.get('cap', s['cap'])}",
+            _frames(r.get("frames")) + ("" if solved or not r.get("frames") else " (end)"),
+            "solved" if solved else _signed(r["best"]) if r.get("best") is not None else "",
+            greedy or "not run",
+            r.get("note", ""),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _summary_line(path: Path) -> str:
+    """A preset's first comment line: its one-line summary."""
+    first = path.read_text().splitlines()[0]
+    if not first.startswith("# "):
+        raise ValueError(f"{path}: the first line must be a '# ' comment summing the preset up")
+    return first[2:].strip()
+
+
+def preset_table(preset_dir: Path = PRESET_DIR) -> str:
+    """One row per preset file, its values as the loader reads them."""
+    lines = [
+        "| preset | what it is | algorithm | mode | envs | pipeline | env backend "
+        "| precision | variants |",
+        "|---|---|---|---|---|---|---|---|---:|",
+    ]
+    for path in sorted(preset_dir.glob("*.toml")):
+        p = load_preset(path)
+        variants = len(tomllib.loads(path.read_text()).get("variant", []))
+        pipeline = p.env.pipeline if isinstance(p.env.pipeline, str) else "(inline)"
+        cells = [
+            f"`{path.stem}`",
+            _cell(_summary_line(path)),
+            p.dqn.algorithm.upper(),
+            p.run.mode,
+            str(p.run.envs or "auto"),
+            f"`{pipeline}`",
+            p.env.backend,
+            p.run.precision,
+            str(variants or ""),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def preset_fields(name: str, preset_dir: Path = PRESET_DIR) -> str:
+    """Every field presets/NAME.toml sets (not its variants), with the field's doc."""
+    raw = tomllib.loads((preset_dir / f"{name}.toml").read_text())
+    lines = ["| field | value | what it is |", "|---|---|---|"]
+    for section, values in raw.items():
+        if section not in SECTIONS:
+            continue
+        docs = {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(SECTIONS[section])}
+        for key, value in values.items():
+            shown = json.dumps(value) if isinstance(value, str | bool) else f"{value:,}"
+            lines.append(f"| `{section}.{key}` | `{shown}` | {_cell(docs.get(key, ''))} |")
+    return "\n".join(lines) + "\n"
+
+
+def render(name: str, sets: list[dict[str, Any]], link: str, preset_dir: Path) -> str:
+    """The text of the block called ``name``."""
+    if name == "results":
+        return summary_table(sets, link)
+    if name == "presets":
+        return preset_table(preset_dir)
+    if name.startswith("set:"):
+        wanted = name[4:]
+        match = [s for s in sets if s["id"] == wanted]
+        if not match:
+            raise ValueError(f"block {name!r}: no run set {wanted!r} in {RESULTS.name}")
+        return set_table(match[0])
+    if name.startswith("preset:"):
+        return preset_fields(name[7:], preset_dir)
+    raise ValueError(f"unknown generated block {name!r}")
+
+
+def regenerate(
+    text: str, sets: list[dict[str, Any]], link: str, preset_dir: Path = PRESET_DIR
+) -> str:
+    """``text`` with every generated block rewritten."""
+    return BLOCK.sub(lambda m: m[1] + render(m[2], sets, link, preset_dir) + m[4], text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only report stale blocks")
+    args = parser.parse_args(argv)
+    sets, stale = load_results(), []
+    for path, link in DOCS.items():
+        text = path.read_text()
+        new = regenerate(text, sets, link)
+        if new != text:
+            stale.append(path.relative_to(ROOT))
+            if not args.check:
+                path.write_text(new)
+    verb = "stale" if args.check else "rewritten"
+    print(f"{verb}: {', '.join(map(str, stale))}" if stale else "all generated blocks current")
+    return 1 if stale and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
