@@ -8,7 +8,6 @@ import torch
 
 from atari_speed.agent.learner import Learner
 from atari_speed.agent.networks import DQN
-from atari_speed.agent.policy import epsilon_greedy
 from atari_speed.agent.replay import Batch
 from atari_speed.core.config import DQNConfig
 
@@ -85,16 +84,6 @@ def test_target_network_syncs_every_target_sync_updates():
     assert same()
 
 
-def test_epsilon_greedy():
-    rng = np.random.default_rng(0)
-    greedy = np.full(10_000, 3)
-    assert (epsilon_greedy(greedy, 0.0, 6, rng) == 3).all()
-    random = epsilon_greedy(greedy, 1.0, 6, rng)
-    assert set(random.tolist()) == set(range(6))
-    share = (epsilon_greedy(greedy, 0.3, 6, rng) != 3).mean()
-    assert share == pytest.approx(0.3 * 5 / 6, abs=0.02)
-
-
 def test_bf16_autocast_path_learns_the_same_q_values():
     # The same autocast code runs on CUDA; here it is checked on the CPU (run.precision =
     # "bf16" forces it), so the casts around the loss are tested where no GPU is at hand.
@@ -125,3 +114,70 @@ def test_a_channels_last_network_takes_its_frames_channels_last_and_answers_alik
     with torch.no_grad():
         assert torch.allclose(plain(frames), last(frames), atol=1e-5)
     assert seen == [False, True]  # the float frames reach the first conv in its layout
+
+
+class Table(torch.nn.Module):
+    """Q-values looked up by an observation's first pixel: a network set by hand."""
+
+    def __init__(self, q: list[list[float]]) -> None:
+        super().__init__()
+        self.q = torch.nn.Parameter(torch.tensor(q, dtype=torch.float32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.q[x.reshape(len(x), -1)[:, 0].long()]
+
+
+def one_transition(discount: float) -> dict[str, torch.Tensor]:
+    """State 0, action 1, reward 1, next state 1 (discounted by ``discount``)."""
+    return {
+        "states": torch.zeros((1, 1, 2, 2), dtype=torch.uint8),
+        "next_states": torch.ones((1, 1, 2, 2), dtype=torch.uint8),
+        "actions": torch.tensor([1]),
+        "returns": torch.tensor([1.0]),
+        "discounts": torch.tensor([discount]),
+    }
+
+
+def hand_set_learner(double: bool, huber: bool) -> Learner:
+    # Online: Q(s0) = (0, 3), Q(s1) = (1, 5): argmax at s1 is action 1.
+    # Target: Q(s1) = (7, 2): argmax action 0. The two targets disagree:
+    # double DQN bootstraps from target[s1][online argmax = 1] = 2, plain DQN from
+    # max target[s1] = 7.
+    cfg = DQNConfig(gamma=0.9, double=double, huber=huber, target_sync=1000)
+    learner = Learner(Table([[0.0, 3.0], [1.0, 5.0]]), cfg, torch.device("cpu"))
+    with torch.no_grad():
+        learner.target.target_model.q.copy_(torch.tensor([[0.0, 0.0], [7.0, 2.0]]))
+    return learner
+
+
+@pytest.mark.parametrize(
+    ("double", "huber", "expected"),
+    [
+        # q = 3; double target 1 + 0.9 * 2 = 2.8; plain target 1 + 0.9 * 7 = 7.3
+        (True, False, (3 - 2.8) ** 2),
+        (False, False, (3 - 7.3) ** 2),
+        (True, True, 0.5 * (3 - 2.8) ** 2),  # Huber: quadratic within 1 of the target ...
+        (False, True, abs(3 - 7.3) - 0.5),  # ... linear beyond it
+    ],
+)
+def test_dqn_loss_with_hand_set_online_and_target_nets(double, huber, expected):
+    learner = hand_set_learner(double, huber)
+    assert learner.loss(one_transition(0.9)).item() == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_a_terminal_transition_bootstraps_from_nothing(double):
+    learner = hand_set_learner(double, huber=False)
+    assert learner.loss(one_transition(0.0)).item() == pytest.approx((3 - 1) ** 2)
+
+
+def test_the_gradient_moves_only_the_taken_action_towards_its_target():
+    learner = hand_set_learner(double=True, huber=False)
+    learner.step(Batch(**{k: v.numpy() for k, v in one_transition(0.9).items()}))
+    q = learner.net.q.detach()
+    assert q[0, 0] == 0.0 and q[1].tolist() == [1.0, 5.0], "untaken actions and s1 stay"
+    assert q[0, 1] < 3.0, "Q(s0, 1) = 3 moves down towards 2.8"
+    assert learner.updates == 1
+    target = learner.target.target_model.q.detach()
+    assert target.tolist() == [[0.0, 0.0], [7.0, 2.0]], "the target net is not trained"
+    assert learner.state_dict()["updates"] == 1

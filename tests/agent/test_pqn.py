@@ -114,3 +114,43 @@ def test_channels_last_is_the_same_math_in_another_layout():
     assert max(moved) > 1e-4  # the updates changed the weights ...
     for p, q in zip(plain.net.parameters(), last.net.parameters(), strict=True):
         assert torch.allclose(p, q, atol=1e-5)  # ... and alike in both layouts
+
+
+class Table(torch.nn.Module):
+    """max_a Q(s, a) = the observation's first pixel (action 1), 0 for action 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unused = torch.nn.Parameter(torch.zeros(1))  # the optimizer needs one
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v = x.reshape(len(x), -1)[:, 0].float()
+        return torch.stack([torch.zeros_like(v), v], dim=1)
+
+
+def test_targets_when_the_last_row_terminates_one_env_and_truncates_another():
+    # gamma 0.9, lambda 0.5. Row 0: every env goes on into an observation worth 10. Row 1
+    # (the last): env 0 terminates, env 1 is truncated (final observation worth 50), env 2
+    # goes on into the observation after the rollout, worth 30 (as are the new episodes
+    # envs 0 and 1 start there, which must not be bootstrapped from).
+    store = RolloutStore(3, 2, (1, 1, 1))
+    store.put_obs(np.zeros((3, 1, 1, 1), np.uint8))
+    store.commit(np.zeros(3), np.ones(3), np.zeros(3, bool))
+    store.put_obs(np.full((3, 1, 1, 1), 10, np.uint8))
+    store.commit(
+        np.zeros(3),
+        np.full(3, 2.0),
+        np.array([True, False, False]),
+        truncated=np.array([False, True, False]),
+        final_obs=np.full((3, 1, 1, 1), 50, np.uint8),
+    )
+    store.finish(np.full((3, 1, 1, 1), 30, np.uint8))
+    pqn = QLambdaLearner(
+        Table(),
+        DQNConfig(algorithm="pqn", gamma=0.9),
+        PQNConfig(q_lambda=0.5),
+        torch.device("cpu"),
+    )
+    last = [2.0, 2 + 0.9 * 50, 2 + 0.9 * 30]
+    first = [1 + 0.9 * (0.5 * g + 0.5 * 10) for g in last]
+    assert pqn.targets(store) == pytest.approx(np.array([first, last]))

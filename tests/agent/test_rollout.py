@@ -137,3 +137,44 @@ def test_a_sent_rollout_written_into_columns_equals_one_filled_there():
     assert assembled.full
     for name in ("obs", "final_obs", "next_obs", "actions", "rewards", "terminated", "truncated"):
         assert np.array_equal(getattr(assembled, name), getattr(direct, name)), name
+
+
+def test_q_lambda_returns_when_the_last_row_ends_episodes():
+    # gamma = 0.5, lambda = 0.5; two steps, three envs. On the last row env 0 terminates,
+    # env 1 is truncated (its final observation worth 100), env 2 goes on. next_values of
+    # the last row is the observation after the rollout: for envs 0 and 1 that is the
+    # first observation of a new episode (worth 1000 here), which neither may see.
+    rewards = np.array([[1, 1, 1], [2, 2, 2]], np.float32)
+    terminated = np.array([[False, False, False], [True, False, False]])
+    truncated = np.array([[False, False, False], [False, True, False]])
+    next_values = np.array([[10, 10, 10], [1000, 1000, 40]], np.float32)
+    final_values = np.array([[0, 0, 0], [0, 100, 0]], np.float32)
+    got = q_lambda_returns(rewards, terminated, truncated, next_values, final_values, 0.5, 0.5)
+    # G1: 2 | 2 + 100/2 = 52 | 2 + 40/2 = 22
+    # G0 = 1 + 0.5 * (0.5 * G1 + 0.5 * 10)
+    assert got[1].tolist() == pytest.approx([2.0, 52.0, 22.0])
+    assert got[0].tolist() == pytest.approx(
+        [1 + 0.5 * (1 + 5), 1 + 0.5 * (26 + 5), 1 + 0.5 * (11 + 5)]
+    )
+
+
+def test_a_store_whose_last_row_ends_episodes_gives_those_returns():
+    # The same through RolloutStore: the truncated env's final observation is kept at the
+    # last row, and the terminated one keeps none.
+    store = RolloutStore(3, 2, (1, 1, 1))
+    store.put_obs(np.zeros((3, 1, 1, 1), np.uint8))
+    store.commit(np.zeros(3), np.ones(3), np.zeros(3, bool))
+    store.put_obs(np.ones((3, 1, 1, 1), np.uint8))
+    final = np.full((3, 1, 1, 1), 7, np.uint8)
+    store.commit(
+        np.zeros(3),
+        np.full(3, 2.0),
+        np.array([True, False, False]),
+        truncated=np.array([True, True, False]),  # terminated wins over truncated
+        final_obs=final,
+    )
+    store.finish(np.full((3, 1, 1, 1), 9, np.uint8))
+    assert store.terminated[1].tolist() == [True, False, False]
+    assert store.truncated[1].tolist() == [False, True, False]
+    assert store.final_obs[1, :, 0, 0, 0].tolist() == [0, 7, 0]
+    assert store.next_obs[:, 0, 0, 0].tolist() == [9, 9, 9]
