@@ -51,6 +51,10 @@ def train_parser() -> argparse.ArgumentParser:
         default="pong-fast",
         help="preset name in presets/ or a TOML path (default: pong-fast)",
     )
+    parser.add_argument(
+        "--game",
+        help="override env.game: an ALE game name (breakout, space_invaders, SpaceInvaders)",
+    )
     parser.add_argument("--mode", choices=MODES, help="override run.mode")
     parser.add_argument(
         "--envs",
@@ -192,6 +196,7 @@ def train_main(argv: list[str] | None = None) -> int:
     args = train_parser().parse_args(argv)
     quiet_disk_full_in_threads()
     flags = {
+        "game": "env.game",
         "mode": "run.mode",
         "envs": "run.envs",
         "frames": "run.frames",
@@ -212,6 +217,10 @@ def train_main(argv: list[str] | None = None) -> int:
         if value is not None:
             overrides.append(f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}")
     try:
+        if args.game is not None:
+            from atari_speed.envs.pipeline import resolve_game
+
+            resolve_game(args.game)  # one line naming close games, before any calibration
         if args.check:
             return check_main(args.preset, overrides)
         variants = with_seeds(args, load_variants(args.preset, overrides), overrides)

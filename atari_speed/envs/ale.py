@@ -20,9 +20,11 @@ class AleVectorEnv(VectorEnv):
     """ale-py's native C++ vector env, configured from the pipeline's stages.
 
     The stages map onto its options; ClipReward is applied here in numpy so the whole-game
-    score stays unclipped. ALE does its own resize (WarpFrame's ``backend`` is not used),
-    and after a life loss it keeps playing without the NOOP and FIRE that EpisodicLife and
-    FireReset add on the other backends.
+    score stays unclipped. ALE does its own resize (WarpFrame's ``backend`` is not used).
+    After a life loss ALE keeps playing without the NOOP, FIRE and action 2 that
+    EpisodicLife and FireReset add on the other backends; where the pipeline has both and
+    the game's action 1 is FIRE, the env's next action after a lost life is FIRE instead
+    of the agent's (``fire_after_life_loss``).
     """
 
     def __init__(
@@ -59,16 +61,22 @@ class AleVectorEnv(VectorEnv):
             self.single_observation_space.shape,
         )
         self._prev_frame = np.zeros(num_envs, dtype=np.int64)
+        self.fire_after_life = fire_after_life_loss(pipeline, self.ale.ale.get_action_set())
+        self._fire_next = np.zeros(num_envs, dtype=bool)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         obs, info = self.ale.reset(seed=seed)
         self.buf.game_reward[:] = 0
         self.buf.game_steps[:] = 0
         self._prev_frame[:] = info["episode_frame_number"]
+        self._fire_next[:] = False
         return obs, {}
 
     def step(self, actions: np.ndarray):
-        obs, reward, terminated, truncated, info = self.ale.step(np.asarray(actions, np.int32))
+        actions = np.asarray(actions, np.int32)
+        if self._fire_next.any():
+            actions = np.where(self._fire_next, FIRE, actions).astype(np.int32)
+        obs, reward, terminated, truncated, info = self.ale.step(actions)
         b = self.buf
         b.game_reward += reward
         b.game_steps += 1
@@ -79,6 +87,7 @@ class AleVectorEnv(VectorEnv):
         b.game_frames[:] = self._prev_frame + self.skip
         self._prev_frame[:] = frame
         b.terminated[:], b.truncated[:] = terminated, truncated
+        self._fire_next[:] = self.fire_after_life & terminated & ~b.game_over
         b.rewards[:] = np.sign(reward) if self.clip else reward
         infos = self._infos(b)
         if "final_obs" in info:
@@ -89,6 +98,20 @@ class AleVectorEnv(VectorEnv):
 
     def close_extras(self, **kwargs: Any) -> None:
         self.ale.close()
+
+
+FIRE = 1  # the action index FireReset presses first
+
+
+def fire_after_life_loss(pipeline: dict[str, Any], action_set: list[Any]) -> bool:
+    """Whether the ale backend must press FIRE after a lost life to play as the pipeline
+    does on the other backends: there EpisodicLife's reset after a lost life is followed by
+    FireReset's presses. Without them a game such as Breakout waits with the ball held
+    until the agent happens to press FIRE, and an agent trained so would be evaluated
+    (play.py, the pipeline backends) on games that launch the ball for it."""
+    names = {s["wrapper"] for s in pipeline["stages"]}
+    wants_fire = len(action_set) >= 3 and action_set[FIRE].name == "FIRE"
+    return {"EpisodicLife", "FireReset"} <= names and wants_fire
 
 
 # Pipeline stage -> AtariVectorEnv options. Order: ALE resets with no-ops, skips and

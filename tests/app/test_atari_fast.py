@@ -1,0 +1,45 @@
+"""atari-fast on a game other than Pong: --game picks it (or names close ones), the run
+trains on it with the atari pipeline, and play.py plays what it saved."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from atari_speed.core.config import load_preset
+from tests.scripts import run_script
+
+
+def test_an_unknown_game_is_one_line_naming_close_games():
+    result = run_script("train.py", "--preset", "atari-fast", "--game", "breakuot")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "train.py: error: game 'breakuot': unknown Atari game; did you mean breakout?"
+    ]
+
+
+def test_atari_fast_spends_10m_emulator_frames_and_has_no_solved_score():
+    preset = load_preset("atari-fast")
+    assert preset.run.frames * 4 == 10_000_000
+    assert math.isinf(preset.run.stop_reward) and preset.run.stop_reward > 0
+    assert (preset.dqn.algorithm, preset.env.pipeline) == ("pqn", "small-maxpool")
+
+
+def test_game_flag_trains_that_game_and_play_scores_it(tmp_path):
+    run_dir = tmp_path / "run"
+    trained = run_script(
+        "train.py",
+        *("--preset", "atari-fast", "--game", "SpaceInvaders", "--mode", "n-env"),
+        *("--envs", "4", "--frames", "1024", "--run-dir", str(run_dir)),
+        *("--set", "env.backend='sync'", "--set", "run.precision='fp32'"),
+    )
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["preset"]["env"]["game"] == "SpaceInvaders"
+    assert summary["pipeline"]["name"] == "small-maxpool"
+    played = run_script(
+        "play.py", str(run_dir), "--episodes", "1", "--no-window", "--json", "--max-seconds", "20"
+    )
+    assert played.returncode == 0, played.stderr[-2000:]
+    result = json.loads(played.stdout)
+    assert result["game"] == "space_invaders", result

@@ -1,0 +1,75 @@
+"""Games with lives and FIRE on every backend: a lost life ends the learning episode and
+is followed by FIRE, and the game's unclipped score is what a finished game reports."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from atari_speed import make_vector_env, resolve_pipeline
+from atari_speed.envs.ale import fire_after_life_loss
+from atari_speed.envs.pipeline import quiet_ale
+
+
+def action_set(game: str) -> list:
+    ale_py = quiet_ale()
+    ale = ale_py.ALEInterface()
+    ale.loadROM(ale_py.roms.get_rom_path(game))
+    return list(ale.getMinimalActionSet())
+
+
+@pytest.mark.parametrize("backend", ["sync", "ale"])
+def test_breakout_played_with_noops_only_still_loses_every_life(backend):
+    # Breakout holds the ball after a lost life until FIRE: an agent that never presses it
+    # would stall the game until its 108,000-frame limit. The pipeline backends press FIRE
+    # in FireReset after EpisodicLife's reset; ALE fires only at a game's start, so its
+    # backend presses it in the agent's place.
+    env = make_vector_env("small-maxpool", "breakout", 2, backend=backend, seed=0)
+    life_ends = np.zeros(2, dtype=int)
+    finished: dict[int, int] = {}
+    for _ in range(1000):
+        _, _, terminated, truncated, info = env.step(np.zeros(2, dtype=np.int64))
+        assert not truncated.any()
+        life_ends += terminated
+        for i in np.flatnonzero(info.get("_episode", [])):
+            finished.setdefault(int(i), int(life_ends[i]))
+        if len(finished) == 2:
+            break
+    env.close()
+    assert finished == {0: 5, 1: 5}, "each env plays its 5 lives to the game's end"
+
+
+@pytest.mark.parametrize("backend", ["sync", "ale"])
+def test_a_finished_game_reports_its_unclipped_score(backend):
+    # Space Invaders pays 5 to 30 points an invader: the agent learns from +1, the game's
+    # score (what runs log, judge "solved" by and keep best.pt for) is the points.
+    env = make_vector_env("small-maxpool", "space_invaders", 2, backend=backend, seed=3)
+    rng = np.random.default_rng(3)
+    hits = np.zeros(2)
+    game = None
+    for _ in range(3000):
+        _, reward, _, _, info = env.step(rng.integers(0, 6, 2))
+        assert set(np.unique(reward)) <= {-1.0, 0.0, 1.0}, "the agent's rewards are clipped"
+        hits += reward > 0
+        if "_episode" in info:
+            i = int(np.flatnonzero(info["_episode"])[0])
+            game = (hits[i], info["episode"]["r"][i])
+            break
+    env.close()
+    assert game is not None, "random play finishes a game of Space Invaders"
+    scoring_steps, score = game
+    assert scoring_steps > 0 and score >= 5 * scoring_steps and score % 5 == 0
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "game", "fires"),
+    [
+        ("small-maxpool", "breakout", True),
+        ("classic", "qbert", True),
+        ("small", "pong", True),  # no lives: never a lost life to fire after
+        ("small-maxpool", "ms_pacman", False),  # action 1 is UP: no FIRE to press
+        ({"stages": [{"wrapper": "FireReset"}]}, "breakout", False),  # lives don't end
+    ],
+)
+def test_ale_fires_after_a_lost_life_as_the_pipeline_would(pipeline, game, fires):
+    assert fire_after_life_loss(resolve_pipeline(pipeline), action_set(game)) is fires
