@@ -230,6 +230,11 @@ class EvalConfig:
     every: int = doc("frames between evaluations; 0 = off", 0, low=0)
     episodes: int = doc("games per evaluation", 5, low=1)
     epsilon: float = doc("epsilon while evaluating", 0.01, low=0.0, high=1.0)
+    from_reward: float = doc(
+        "evaluate only once the smoothed training score has reached this: evaluations "
+        "cost CPU while they could not yet score well; -1000 = from the first frame",
+        -1000.0,
+    )
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from atari_speed.core.timing import Profiler
 from atari_speed.envs.pipeline import resolve_game
 from atari_speed.envs.vector import VectorEnv, make_vector_env
 from atari_speed.run.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from atari_speed.run.evaluation import Evaluation
+from atari_speed.run.evaluation import Evaluation, evaluating
 from atari_speed.run.plan import Plan
 from atari_speed.run.replay_file import REPLAY_FILE, load_replay, save_replay
 from atari_speed.run.tracking import Tracker
@@ -200,9 +200,9 @@ class Run:
     # ------------------------------------------------------------ bookkeeping
 
     def game(self, game: Game) -> None:
-        """Record a finished game; best.pt follows the smoothed score when evaluation is
-        off."""
-        if self.tracker.game(game) and not self.preset.eval.every:
+        """Record a finished game; best.pt follows the smoothed score until evaluations
+        score the weights (never, when they are off)."""
+        if self.tracker.game(game) and self.tracker.best_eval is None:
             self.checkpoint("best.pt", weights_only=True)
 
     def periodic(self, buffer_fill: float) -> None:
@@ -230,12 +230,18 @@ class Run:
 
     def _evaluate(self) -> None:
         ev = self.preset.eval
-        if ev.every and self.frames >= self.next_eval and self.evaluation is None:
+        ready = evaluating(ev, self.tracker.scores.best_smoothed)
+        if ready and self.frames >= self.next_eval and self.evaluation is None:
             self.next_eval = self.frames + ev.every
-            self.evaluation = Evaluation(self.plan, self.learner.net, self.frames)
+            self.evaluation = Evaluation(
+                self.plan, self.learner.net, self.frames, self.tracker.seconds
+            )
         if self.evaluation is not None and self.evaluation.finished():
             evaluation, self.evaluation = self.evaluation, None
-            if self.tracker.evaluated(evaluation.result()):
+            best = self.tracker.evaluated(
+                evaluation.result(), evaluation.frames, evaluation.seconds, evaluation.cpu_seconds
+            )
+            if best:
                 self.checkpoint("best.pt", weights_only=True, net_state=evaluation.net_state)
 
     # ------------------------------------------------------------ checkpoints

@@ -8,6 +8,7 @@ advance it and everything else reads it.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from atari_speed.run.plan import Plan
 
 EMA_ALPHA = 0.98  # the book's smoothing of episode rewards
 MILESTONES = (-15.0, 0.0)  # smoothed scores whose first time is recorded, with stop_reward
+LINE_EVERY = 30.0  # seconds between progress lines when the output is not a terminal
 
 
 @dataclass
@@ -68,6 +70,12 @@ class Tracker:
         self.scores = Scores(plan.preset.run.stop_reward)
         self.eval_reward: float | None = None
         self.best_eval: float | None = None
+        # (seconds, frames) of the first evaluation whose mean reached stop_reward: the
+        # greedy agent's solve, beside the training games' smoothed one
+        self.eval_solved_at: tuple[float, int] | None = None
+        self.evaluations: list[dict[str, float]] = []
+        self.epsilon: float | None = None
+        self.loss: float | None = None
         self.seconds_before = 0.0  # wall time of the earlier runs this one resumes
         self.learning_from: tuple[float, int] | None = None  # (seconds, frames), 1st update
         self.fps = 0.0
@@ -81,6 +89,10 @@ class Tracker:
             smoothing=0.05,
             disable=None,
         )
+        # Where there is no terminal (a file, nohup, CI) tqdm draws nothing: print a line
+        # every LINE_EVERY seconds and at each evaluation instead.
+        self.lines = bool(self.bar.disable)
+        self.last_line = self.start
 
     @property
     def seconds(self) -> float:
@@ -127,13 +139,45 @@ class Tracker:
         w.add_scalar("train/buffer_fill", buffer_fill, f)
         if loss is not None:
             w.add_scalar("train/loss", loss, f)
+        self.epsilon, self.loss = epsilon, loss
         post = {"fps": f"{self.fps:.0f}", "games": self.scores.episodes, "eps": f"{epsilon:.2f}"}
         if self.scores.smoothed is not None:
             post["reward"] = f"{self.scores.smoothed:.1f}"
         if loss is not None:
             post["loss"] = f"{loss:.4f}"
+        if self.eval_reward is not None:
+            post["greedy"] = f"{self.eval_reward:.1f}"
         self.bar.set_postfix(post, refresh=False)
+        if self.lines and now - self.last_line >= LINE_EVERY:
+            self.print_line()
         self.write_summary()
+
+    def progress_line(self) -> str:
+        """Frames, FPS, games, smoothed and greedy score, epsilon, loss and the time left
+        to the budget, on one line."""
+        run = self.plan.preset.run
+        parts = [f"frames {self.frames:,}/{run.frames:,} ({self.frames / run.frames:.0%})"]
+        parts.append(f"{self.fps:,.0f} FPS")
+        parts.append(f"games {self.scores.episodes:,}")
+        smoothed = self.scores.smoothed
+        parts.append("smoothed " + ("-" if smoothed is None else f"{smoothed:.1f}"))
+        if self.eval_reward is not None:
+            parts.append(f"greedy {self.eval_reward:.1f}")
+        if self.epsilon is not None:
+            parts.append(f"eps {self.epsilon:.3f}")
+        if self.loss is not None:
+            parts.append(f"loss {self.loss:.4g}")
+        left = (run.frames - self.frames) / self.fps if self.fps > 0 else None
+        if run.seconds > 0:
+            by_clock = max(run.seconds - self.seconds, 0.0)
+            left = by_clock if left is None else min(left, by_clock)
+        if left is not None:
+            parts.append(f"ETA {_clock(left)}")
+        return f"[{_clock(self.seconds)}] " + " | ".join(parts)
+
+    def print_line(self) -> None:
+        self.last_line = time.perf_counter()
+        print(self.progress_line(), file=sys.stderr, flush=True)
 
     def log_profile(self, process: str, report: dict[str, Any]) -> None:
         """Each stage's share of its process's wall time, as ``profile/[process/]stage``."""
@@ -142,10 +186,25 @@ class Tracker:
             tag = prefix + row["stage"].replace(" ", "_")
             self.writer.add_scalar(tag, row["share"], self.frames)
 
-    def evaluated(self, reward: float) -> bool:
-        """Record an evaluation's mean score; True if it is the best so far."""
+    def evaluated(
+        self, reward: float, frames: int, seconds: float, cpu_seconds: float = 0.0
+    ) -> bool:
+        """Record the mean score of an evaluation of the weights at ``frames`` (and
+        ``seconds``); True if it is the best so far."""
         self.eval_reward = reward
-        self.writer.add_scalar("eval/reward", reward, self.frames)
+        self.evaluations.append(
+            {
+                "frames": frames,
+                "seconds": round(seconds, 2),
+                "reward": reward,
+                "cpu_seconds": round(cpu_seconds, 2),
+            }
+        )
+        self.writer.add_scalar("eval/reward", reward, frames)
+        if self.eval_solved_at is None and reward >= self.plan.preset.run.stop_reward:
+            self.eval_solved_at = (seconds, frames)
+        if self.lines:
+            self.print_line()
         if self.best_eval is None or reward > self.best_eval:
             self.best_eval = reward
             return True
@@ -153,6 +212,7 @@ class Tracker:
 
     def summary(self) -> dict[str, Any]:
         seconds, s, preset = self.seconds, self.scores, self.plan.preset
+        greedy = self.eval_solved_at
         return {
             "frames": self.frames,
             "emulator_frames": self.frames * self.plan.frame_skip,
@@ -164,6 +224,11 @@ class Tracker:
             "best_avg_reward": s.best_smoothed,
             "last_reward": s.last,
             "eval_reward": self.eval_reward,
+            "best_eval_reward": self.best_eval,
+            # the greedy agent's solve: the first evaluation whose mean reached stop_reward
+            "eval_solved_at_seconds": None if greedy is None else round(greedy[0], 2),
+            "eval_solved_at_frames": None if greedy is None else greedy[1],
+            "evaluations": self.evaluations,
             "solved": s.solved_at is not None,
             "solved_at_seconds": None if s.solved_at is None else round(s.solved_at[0], 2),
             "solved_at_frames": None if s.solved_at is None else s.solved_at[1],
@@ -220,6 +285,7 @@ class Tracker:
             "smoothed": s.smoothed,
             "best_smoothed": s.best_smoothed,
             "best_eval": self.best_eval,
+            "eval_solved_at": None if self.eval_solved_at is None else list(self.eval_solved_at),
             "seconds": self.seconds,
             "reached": {level: list(when) for level, when in s.reached.items()},
         }
@@ -229,6 +295,8 @@ class Tracker:
         self.scores.episodes = int(stats["episodes"])
         self.scores.smoothed, self.scores.best_smoothed = stats["smoothed"], stats["best_smoothed"]
         self.best_eval = stats["best_eval"]
+        solved = stats.get("eval_solved_at")
+        self.eval_solved_at = None if solved is None else (float(solved[0]), int(solved[1]))
         self.scores.reached = {
             k: (float(v[0]), int(v[1])) for k, v in stats.get("reached", {}).items()
         }
@@ -249,3 +317,12 @@ class Tracker:
                 first = first or err
         if first is not None:
             raise first
+
+
+def _clock(seconds: float) -> str:
+    """``1h02m03s``, ``2m03s`` or ``3s``."""
+    s = round(seconds)
+    h, m = s // 3600, s // 60 % 60
+    if h:
+        return f"{h}h{m:02d}m{s % 60:02d}s"
+    return f"{m}m{s % 60:02d}s" if m else f"{s}s"

@@ -28,3 +28,61 @@ def test_smoothed_score_milestones_are_recorded_once_when_first_reached():
     assert not scores.add(Game(-21.0, 700), seconds + 10, 1)
     scores.add(Game(21.0, 700), seconds + 20, 2)
     assert scores.reached["0"] == first_zero, "recorded once"
+
+
+def tracker_at(tmp_path, **run):
+    import torch
+
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import Plan
+    from atari_speed.run.tracking import Tracker
+
+    sets = [f"run.{k}={v}" for k, v in run.items()]
+    preset = load_preset("pong-pqn", sets)
+    plan = Plan(preset, {"stages": []}, "pong", (4, 42, 42), 6, torch.device("cpu"))
+    return Tracker(plan, tmp_path)
+
+
+def test_the_greedy_solve_is_the_first_evaluation_at_the_stop_reward(tmp_path):
+    tracker = tracker_at(tmp_path, stop_reward=18.0)
+    assert tracker.evaluated(17.9, 100_000, 60.0), "the first is the best so far"
+    assert tracker.eval_solved_at is None, "17.9 is short of 18"
+    tracker.evaluated(18.5, 200_000, 120.0, cpu_seconds=3.0)
+    tracker.evaluated(19.0, 300_000, 180.0)
+    tracker.frames = 320_000
+    s = tracker.summary()
+    # the snapshot's frames and seconds, not the time the games finished
+    assert (s["eval_solved_at_frames"], s["eval_solved_at_seconds"]) == (200_000, 120.0)
+    assert s["best_eval_reward"] == 19.0 and s["eval_reward"] == 19.0
+    assert [e["frames"] for e in s["evaluations"]] == [100_000, 200_000, 300_000]
+    assert s["evaluations"][1]["cpu_seconds"] == 3.0
+    # a resumed run keeps it
+    again = tracker_at(tmp_path / "resumed", stop_reward=18.0)
+    again.restore(tracker.stats(), 320_000)
+    assert again.eval_solved_at == (120.0, 200_000)
+    tracker.close()
+    again.close()
+
+
+def test_without_a_terminal_progress_comes_as_lines(tmp_path, capsys):
+    tracker = tracker_at(tmp_path, frames=1_000_000)
+    assert tracker.lines, "pytest captures stderr: no terminal, so lines replace the bar"
+    tracker.frames = 250_000
+    tracker.fps = 1000.0
+    tracker.scores.add(Game(-3.0, 900), 10.0, 250_000)
+    tracker.log(epsilon=0.001, loss=0.0123, buffer_fill=1.0)  # under 30 s: no line yet
+    assert capsys.readouterr().err == ""
+    tracker.last_line -= 31.0
+    tracker.fps = 0.0  # log() measures FPS over its window; keep what the line shows exact
+    tracker._window = (tracker._window[0] - 250.0, 0)
+    tracker.log(epsilon=0.001, loss=0.0123, buffer_fill=1.0)
+    line = capsys.readouterr().err.strip()
+    assert line.count("\n") == 0
+    for part in ("frames 250,000/1,000,000 (25%)", "games 1", "smoothed -3.0", "eps 0.001"):
+        assert part in line, line
+    assert "loss 0.0123" in line and "FPS" in line and "ETA" in line
+    assert "greedy" not in line
+    tracker.evaluated(12.5, 250_000, 100.0)  # each evaluation prints a line at once
+    line = capsys.readouterr().err
+    assert "greedy 12.5" in line
+    tracker.close()

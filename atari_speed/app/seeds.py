@@ -1,0 +1,330 @@
+"""A recipe over several seeds: train each, score each best.pt greedily, and report every
+seed beside the median and the worst (``benchmarks/seeds.py`` is the command).
+
+The worst seed is the figure that matters: a recipe that solves on a lucky seed and not
+on another is the complaint users make of every DQN code. Frames to a score do not
+depend on how busy the machine is, so seeds may train side by side (``lanes``, each pinned
+to its own cores); minutes are frames over an FPS measured with the machine to one run
+(``fps_alone``), or the runs' own clocks when they ran one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from atari_speed.app.ablation import save_figure
+from atari_speed.run.checkpoint import write_text_atomic
+
+ROOT = Path(__file__).resolve().parents[2]
+LEVELS = ("-15", "0")  # with the stop reward: the smoothed scores whose frames are reported
+STOP_WAIT = 120.0  # seconds a run has to save and exit after Ctrl-C before it is killed
+
+
+@dataclass
+class SeedResult:
+    """One seed's run, from its summary.json (and play.json, once scored)."""
+
+    seed: int
+    run_dir: str
+    solved: bool
+    frames: int  # frames run
+    fps: float  # after warm-up, on the run's own clock
+    to_frames: dict[str, int]  # smoothed score level -> first frame it was reached
+    to_seconds: dict[str, float]
+    greedy_frames: int | None  # the first evaluation whose mean reached stop_reward
+    best_smoothed: float | None
+    play: float | None  # best.pt's mean over the greedy games of play.py
+    stop: str = "18"  # the stop reward, as reached's keys spell it
+
+    @property
+    def solve_frames(self) -> float:
+        """Frames to solve; infinite when not solved, so it sorts after every solve."""
+        return float(self.to_frames[self.stop]) if self.stop in self.to_frames else math.inf
+
+
+def read_result(seed: int, run_dir: Path) -> SeedResult:
+    """A seed's figures from its run directory; ValueError naming the file if missing."""
+    path = run_dir / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: no readable summary ({err}); did the run start?") from err
+    reached = summary.get("reached", {})
+    play_path = run_dir / "play.json"
+    play = json.loads(play_path.read_text())["mean"] if play_path.is_file() else None
+    return SeedResult(
+        seed=seed,
+        run_dir=str(run_dir),
+        solved=bool(summary["solved"]),
+        frames=int(summary["frames"]),
+        fps=float(summary.get("fps_after_warmup") or summary["fps"]),
+        to_frames={k: int(v["frames"]) for k, v in reached.items()},
+        to_seconds={k: float(v["seconds"]) for k, v in reached.items()},
+        greedy_frames=summary.get("eval_solved_at_frames"),
+        best_smoothed=summary.get("best_avg_reward"),
+        play=play,
+        stop=f"{summary['preset']['run']['stop_reward']:g}",
+    )
+
+
+def finished(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` ended by itself: solved, or its budget spent."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    run = summary["preset"]["run"]
+    out_of_time = run["seconds"] > 0 and summary["seconds"] >= run["seconds"]
+    return bool(summary["solved"]) or summary["frames"] >= run["frames"] or out_of_time
+
+
+def median(values: Sequence[float]) -> float:
+    """The median, where infinite values (not solved) count as the largest."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        return math.nan
+    if n % 2:
+        return ordered[n // 2]
+    low, high = ordered[n // 2 - 1], ordered[n // 2]
+    return math.inf if math.isinf(high) else (low + high) / 2
+
+
+def level_frames(result: SeedResult, level: str) -> float:
+    return float(result.to_frames[level]) if level in result.to_frames else math.inf
+
+
+def _frames(value: float, ran: int | None = None) -> str:
+    if math.isinf(value):
+        return "not solved" if ran is None else f"not by {ran / 1e6:.2f}M"
+    return f"{value / 1e6:.2f}M"
+
+
+def _minutes(frames: float, fps: float | None) -> str:
+    return "" if math.isinf(frames) or not fps else f"{frames / fps / 60:.1f}"
+
+
+def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
+    """Markdown: a row per seed, then the median and the worst over the seeds.
+
+    Minutes are frames over ``fps_alone`` when given (FPS measured with the machine to
+    one run), else over each run's own FPS (right only when the runs ran one at a time).
+    """
+    if not results:
+        return "no runs\n"
+    stop = results[0].stop
+    levels = (*LEVELS, stop)
+    head = [f"frames to {lv}" for lv in levels] + [f"min to {lv}" for lv in levels]
+    head += ["greedy solve", "FPS", "best smoothed", "play.py"]
+    lines = ["| seed | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
+
+    def cells(frames: list[float], fps: float | None, rest: list[str], ran: int | None) -> str:
+        parts = [_frames(f, ran) for f in frames] + [_minutes(f, fps) for f in frames]
+        return " | ".join(parts + rest)
+
+    for r in results:
+        fps = fps_alone or r.fps
+        frames = [level_frames(r, lv) for lv in levels]
+        greedy = "" if r.greedy_frames is None else _frames(r.greedy_frames)
+        best = "" if r.best_smoothed is None else f"{r.best_smoothed:+.1f}"
+        play = "" if r.play is None else f"{r.play:.1f}"
+        rest = [greedy, f"{r.fps:,.0f}", best, play]
+        lines.append(f"| {r.seed} | " + cells(frames, fps, rest, r.frames) + " |")
+    fps = fps_alone or float(np.median([r.fps for r in results]))
+    plays = [r.play for r in results if r.play is not None]
+    for name, pick in (("median", median), ("worst", max)):
+        frames = [pick([level_frames(r, lv) for r in results]) for lv in levels]
+        play = ""
+        if plays:
+            play = f"{(float(np.median(plays)) if name == 'median' else min(plays)):.1f}"
+        lines.append(f"| **{name}** | " + cells(frames, fps, ["", "", "", play], None) + " |")
+    solved = sum(r.solved for r in results)
+    clock = f"{fps_alone:,.0f} FPS measured alone" if fps_alone else "each run's own FPS"
+    lines += [
+        "",
+        f"{solved} of {len(results)} seeds solved (smoothed training score >= {stop}). "
+        f"Minutes are frames over {clock}. Greedy solve: the first evaluation (a snapshot's "
+        "greedy games) whose mean reached the stop reward. play.py: best.pt's mean over "
+        "greedy games.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: list[SeedResult], title: str, path: Path) -> None:
+    """Every seed's smoothed training score against frames, with the stop reward."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for r in results:
+        log = Path(r.run_dir) / "scores.csv"
+        if log.is_file():
+            data = np.loadtxt(log, delimiter=",", skiprows=1, ndmin=2)
+            if len(data):
+                ax.plot(data[:, 1] / 1e6, data[:, 3], label=f"seed {r.seed}")
+    if results:
+        ax.axhline(float(results[0].stop), color="gray", linestyle="--", linewidth=1)
+    ax.set_xlabel("frames (millions, agent steps over all envs)")
+    ax.set_ylabel("smoothed training score")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=8)
+    ax.set_title(title)
+    save_figure(fig, path)
+
+
+def lane_cores(lanes: int, cores: int) -> list[list[int]]:
+    """The cores of each lane: an equal share each, at least one."""
+    per = max(cores // lanes, 1)
+    return [[(lane * per + i) % cores for i in range(per)] for lane in range(lanes)]
+
+
+def train_command(preset: str, seed: int, run_dir: Path, extra: Sequence[str]) -> list[str]:
+    return [
+        sys.executable,
+        str(ROOT / "train.py"),
+        "--preset",
+        preset,
+        "--seed",
+        str(seed),
+        "--run-dir",
+        str(run_dir),
+        *extra,
+    ]
+
+
+def run_seeds(
+    preset: str,
+    seeds: Sequence[int],
+    out: Path,
+    extra: Sequence[str] = (),
+    lanes: int = 1,
+) -> None:
+    """Train every seed not yet finished in ``out/s<seed>``, ``lanes`` at a time, each
+    lane pinned to its share of the cores with as many torch threads. A run directory left
+    by an unfinished run is refused (its logs would mix with a new run's)."""
+    todo = []
+    for seed in seeds:
+        run_dir = out / f"s{seed}"
+        if finished(run_dir):
+            print(f"seed {seed}: finished in {run_dir}, kept", flush=True)
+        elif run_dir.exists():
+            raise ValueError(
+                f"{run_dir}: a run that did not finish is there; move it away to train "
+                f"seed {seed} again"
+            )
+        else:
+            todo.append(seed)
+    cores = lane_cores(lanes, os.cpu_count() or 1)
+    running: dict[int, tuple[subprocess.Popen, int]] = {}  # lane -> (process, seed)
+    try:
+        while todo or running:
+            for lane in range(lanes):
+                if lane not in running and todo:
+                    seed = todo.pop(0)
+                    running[lane] = (start(preset, seed, out, extra, cores[lane]), seed)
+            lane, (proc, seed) = wait_any(running)
+            del running[lane]
+            if proc.returncode != 0:
+                print(f"seed {seed}: train.py exited {proc.returncode}", file=sys.stderr)
+    finally:
+        stop_all([proc for proc, _ in running.values()])
+
+
+def start(
+    preset: str, seed: int, out: Path, extra: Sequence[str], cores: list[int]
+) -> subprocess.Popen:
+    run_dir = out / f"s{seed}"
+    log = out / f"s{seed}.log"
+    env = {**os.environ, "OMP_NUM_THREADS": str(len(cores)), "MKL_NUM_THREADS": str(len(cores))}
+    print(f"seed {seed}: training on cores {cores}, log {log}", flush=True)
+    with open(log, "w") as stream:
+        return subprocess.Popen(
+            train_command(preset, seed, run_dir, extra),
+            stdout=stream,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+            preexec_fn=lambda: os.sched_setaffinity(0, cores),
+        )
+
+
+def wait_any(
+    running: dict[int, tuple[subprocess.Popen, int]],
+) -> tuple[int, tuple[subprocess.Popen, int]]:
+    """The first lane whose run ends (polling: a wait on one would block the others)."""
+    while True:
+        for lane, entry in running.items():
+            if entry[0].poll() is not None:
+                return lane, entry
+        time.sleep(1.0)
+
+
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    """Ctrl-C each run still going (it saves and exits), then kill what has not."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    for proc in procs:
+        try:
+            proc.wait(timeout=STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=STOP_WAIT)
+
+
+def score(run_dir: Path, episodes: int) -> float | None:
+    """Play best.pt greedily with play.py, once: its mean, saved as play.json beside it."""
+    path = run_dir / "play.json"
+    if path.is_file():
+        return float(json.loads(path.read_text())["mean"])
+    best = run_dir / "best.pt"
+    if not best.is_file():
+        return None
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "play.py"),
+            str(best),
+            "--episodes",
+            str(episodes),
+            "--json",
+            "--no-window",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=3600,
+    )
+    if done.returncode != 0:
+        print(f"{best}: play.py exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        return None
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    write_text_atomic(path, json.dumps(result, indent=2))
+    return float(result["mean"])
+
+
+def report(
+    seeds: Sequence[int], out: Path, title: str, fps_alone: float | None = None
+) -> tuple[str, list[SeedResult]]:
+    """The table of the seeds in ``out``, written with the plot and the data beside them."""
+    results = [read_result(s, out / f"s{s}") for s in seeds]
+    text = f"# {title}\n\n" + table(results, fps_alone)
+    write_text_atomic(out / "seeds.md", text)
+    data = {"title": title, "fps_alone": fps_alone, "seeds": [asdict(r) for r in results]}
+    write_text_atomic(out / "seeds.json", json.dumps(data, indent=2))
+    plot(results, title, out / "seeds.png")
+    return text, results

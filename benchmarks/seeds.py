@@ -1,0 +1,79 @@
+"""A preset (or a variant of it) over several seeds: per seed, frames and minutes to a
+smoothed -15, 0 and the stop reward, the greedy agent's solve, FPS and the greedy score
+of best.pt in play.py; over the seeds, the median and the worst; one plot of every
+seed's curve against frames.
+
+    uv run benchmarks/seeds.py --preset pong-fast --seeds 0-4 --out runs/seeds-pong-fast
+    uv run benchmarks/seeds.py --preset pong-fast --seeds 0-4 --lanes 2 --out runs/nd \\
+        -- --set pqn.lr_decay=false --frames 1500000    # screening: two seeds at once
+    uv run benchmarks/seeds.py --seeds 0-4 --out runs/nd --report-only --fps-alone 1500
+
+Arguments after ``--`` go to every train.py run. Seeds already finished in ``--out``
+are kept, so the command can be run again after a stop. Frames to a score do not depend
+on how busy the machine is, so ``--lanes 2`` (two runs at once, one core each) screens a
+recipe in half the wall time; for minutes, measure FPS with one run alone on the machine
+and give it as ``--fps-alone``. Writes seeds.md, seeds.json and seeds.png in ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from atari_speed.app.seeds import report, run_seeds, score
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``0-4`` or ``0,2,5`` (or both: ``0-2,7``)."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        seeds += range(int(low), int(high or low) + 1)
+    return seeds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--preset", default="pong-fast", help="preset name or TOML path")
+    parser.add_argument("--seeds", default="0-4", help="e.g. 0-4 or 0,2,5 (default 0-4)")
+    parser.add_argument("--out", type=Path, required=True, help="one run directory per seed")
+    parser.add_argument("--lanes", type=int, default=1, help="seeds trained at once")
+    parser.add_argument(
+        "--episodes", type=int, default=10, help="play.py's greedy games per best.pt"
+    )
+    parser.add_argument(
+        "--fps-alone",
+        type=float,
+        help="FPS of one run alone on the machine: minutes = frames / this (default: each "
+        "run's own FPS, right only when the runs ran one at a time)",
+    )
+    parser.add_argument("--title", help="the table's and the plot's title")
+    parser.add_argument(
+        "--report-only", action="store_true", help="train and play nothing: report the runs"
+    )
+    parser.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then train.py flags")
+    args = parser.parse_args()
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError:
+        parser.error(f"--seeds {args.seeds!r}: give seeds as 0-4 or 0,2,5")
+    extra = args.train_args[1:] if args.train_args[:1] == ["--"] else args.train_args
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        if not args.report_only:
+            run_seeds(args.preset, seeds, args.out, extra, max(args.lanes, 1))
+            for seed in seeds:
+                score(args.out / f"s{seed}", args.episodes)
+        title = args.title or f"{args.preset} {' '.join(extra)}".strip()
+        text, _ = report(seeds, args.out, title, args.fps_alone)
+    except ValueError as err:
+        sys.exit(f"seeds.py: {err}")
+    print(text)
+    print(f"written: {args.out / 'seeds.md'}, seeds.json, seeds.png")
+
+
+if __name__ == "__main__":
+    main()

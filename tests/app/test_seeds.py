@@ -1,0 +1,88 @@
+"""The seed benchmark's figures: per seed, then the median and the worst over seeds."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from atari_speed.app.seeds import finished, lane_cores, median, read_result, report, table
+
+
+def fake_run(path, seed, reached, frames, solved, fps=1000.0, greedy=None, play=None):
+    path.mkdir(parents=True)
+    summary = {
+        "frames": frames,
+        "seconds": frames / fps,
+        "fps": fps,
+        "fps_after_warmup": fps,
+        "solved": solved,
+        "best_avg_reward": 18.2 if solved else 5.0,
+        "eval_solved_at_frames": greedy,
+        "reached": {k: {"frames": f, "seconds": f / fps} for k, f in reached.items()},
+        "preset": {"run": {"stop_reward": 18.0, "frames": 1_500_000, "seconds": 0.0}},
+    }
+    (path / "summary.json").write_text(json.dumps(summary))
+    (path / "scores.csv").write_text("seconds,frames,score,smoothed\n1,1000,-21,-21\n")
+    if play is not None:
+        (path / "play.json").write_text(json.dumps({"mean": play}))
+    return path
+
+
+def test_median_counts_unsolved_as_the_largest():
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([4.0, 1.0, 2.0, 3.0]) == 2.5
+    assert median([1.0, math.inf, 2.0]) == 2.0
+    assert median([1.0, math.inf]) == math.inf
+    assert math.isnan(median([]))
+
+
+def test_table_reports_each_seed_then_median_and_worst(tmp_path):
+    full = {"-15": 500_000, "0": 800_000}
+    fake_run(tmp_path / "s0", 0, {**full, "18": 1_000_000}, 1_000_000, True, play=19.0)
+    fake_run(tmp_path / "s1", 1, {**full, "18": 1_400_000}, 1_400_000, True, greedy=1_200_000)
+    fake_run(tmp_path / "s2", 2, full, 1_500_000, False, play=12.0)
+    text, results = report([0, 1, 2], tmp_path, "pong-fast")
+    assert [r.solve_frames for r in results] == [1_000_000, 1_400_000, math.inf]
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if "|" in line}
+    assert "not by 1.50M" in rows["2"] and "1.20M" in rows["1"]
+    median_cells = [c.strip() for c in rows["**median**"].split("|")]
+    worst_cells = [c.strip() for c in rows["**worst**"].split("|")]
+    # frames to -15, 0, 18: median of (0.5, 0.5, 0.5), ..., (1.0, 1.4, unsolved)
+    assert median_cells[2:5] == ["0.50M", "0.80M", "1.40M"]
+    assert worst_cells[2:5] == ["0.50M", "0.80M", "not solved"]
+    # minutes at each run's FPS (1000): 1.4M frames = 23.3 minutes
+    assert median_cells[7] == "23.3"
+    assert worst_cells[-2] == "12.0" and median_cells[-2] == "15.5"  # play.py
+    assert "2 of 3 seeds solved" in text
+    assert (tmp_path / "seeds.png").is_file()
+    assert json.loads((tmp_path / "seeds.json").read_text())["seeds"][2]["solved"] is False
+
+
+def test_fps_alone_sets_the_minutes(tmp_path):
+    fake_run(tmp_path / "s0", 0, {"18": 1_200_000}, 1_200_000, True, fps=300.0)
+    slow = table([read_result(0, tmp_path / "s0")])
+    fast = table([read_result(0, tmp_path / "s0")], fps_alone=1500.0)
+    assert "| 66.7 |" in slow and "| 13.3 |" in fast
+    assert "1,500 FPS measured alone" in fast
+
+
+def test_a_run_is_finished_when_solved_or_out_of_budget(tmp_path):
+    fake_run(tmp_path / "a", 0, {"18": 1}, 900_000, True)
+    fake_run(tmp_path / "b", 0, {}, 1_500_000, False)
+    fake_run(tmp_path / "c", 0, {}, 700_000, False)
+    assert finished(tmp_path / "a") and finished(tmp_path / "b")
+    assert not finished(tmp_path / "c") and not finished(tmp_path / "missing")
+
+
+def test_a_missing_summary_names_the_file(tmp_path):
+    with pytest.raises(ValueError, match=r"s7/summary.json"):
+        read_result(7, tmp_path / "s7")
+
+
+def test_lanes_share_the_cores():
+    assert lane_cores(2, 2) == [[0], [1]]
+    assert lane_cores(1, 4) == [[0, 1, 2, 3]]
+    assert lane_cores(2, 8) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert lane_cores(3, 2) == [[0], [1], [0]]

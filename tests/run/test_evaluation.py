@@ -1,0 +1,90 @@
+"""Evaluation beside training: games played side by side, each env one whole game."""
+
+from __future__ import annotations
+
+import threading
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from atari_speed.run.evaluation import play_side_by_side
+
+
+class ScriptedGame(gym.Env):
+    """A game of ``length`` steps scoring ``score``; with ``life_at``, a life is lost
+    (terminated without ``episode``) at that step and the game goes on after a reset."""
+
+    observation_space = gym.spaces.Box(0, 255, (4, 2, 2), np.uint8)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, length: int, score: float, life_at: int | None = None) -> None:
+        self.length, self.score, self.life_at = length, score, life_at
+        self.t, self.resets, self.actions = 0, 0, []
+
+    def reset(self, *, seed=None, options=None):
+        self.resets += 1
+        return np.full((4, 2, 2), self.t, np.uint8), {}
+
+    def step(self, action):
+        self.actions.append(int(action))
+        self.t += 1
+        obs = np.full((4, 2, 2), self.t, np.uint8)
+        if self.t == self.length:
+            return obs, 0.0, True, False, {"episode": {"r": self.score, "l": self.t}}
+        return obs, 0.0, self.t == self.life_at, False, {}
+
+
+class Always(torch.nn.Module):
+    """Q values preferring ``action`` for every observation."""
+
+    def __init__(self, action: int) -> None:
+        super().__init__()
+        self.action = action
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = torch.zeros(len(x), 3)
+        q[:, self.action] = 1.0
+        return q
+
+
+def test_each_env_plays_one_whole_game_and_scores_come_in_env_order():
+    envs = [ScriptedGame(5, 3.0), ScriptedGame(2, -1.0), ScriptedGame(9, 7.0, life_at=4)]
+    rng = np.random.default_rng(0)
+    scores = play_side_by_side(envs, Always(2), torch.device("cpu"), 0.0, rng)
+    assert scores == [3.0, -1.0, 7.0]
+    # each env stepped to its game's end and no further, greedy actions only
+    assert [len(e.actions) for e in envs] == [5, 2, 9]
+    assert all(set(e.actions) == {2} for e in envs)
+    # the lost life reset the env and play went on: one reset at the start, one after it
+    assert [e.resets for e in envs] == [1, 1, 2]
+
+
+def test_stop_ends_play_with_only_the_games_finished():
+    envs = [ScriptedGame(1, 4.0), ScriptedGame(10**6, 0.0)]
+    stop = threading.Event()
+    result: list[float] = []
+    thread = threading.Thread(
+        target=lambda: result.extend(
+            play_side_by_side(
+                envs, Always(0), torch.device("cpu"), 0.0, np.random.default_rng(0), stop
+            )
+        )
+    )
+    thread.start()
+    while len(envs[1].actions) < 10:  # play is under way
+        thread.join(timeout=0.01)
+    stop.set()
+    thread.join(timeout=60)
+    assert not thread.is_alive() and result == [4.0]
+
+
+def test_evaluations_start_once_the_smoothed_score_reaches_from_reward():
+    from atari_speed.core.config import EvalConfig
+    from atari_speed.run.evaluation import evaluating
+
+    assert not evaluating(EvalConfig(every=0), 21.0)
+    assert evaluating(EvalConfig(every=10), None), "-1000: from the first frame"
+    gated = EvalConfig(every=10, from_reward=-15.0)
+    assert not evaluating(gated, None) and not evaluating(gated, -15.5)
+    assert evaluating(gated, -15.0) and evaluating(gated, 3.0)
