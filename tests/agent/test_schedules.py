@@ -46,3 +46,22 @@ def test_actor_credits_never_deadlock(train_every, step):
         else:
             pytest.fail(f"deadlock at {frames} frames, {updates} updates, {credits} credits")
     assert updates > 0 and frames - 50 - updates * train_every <= 2 * step + train_every
+
+
+def test_two_actors_take_the_two_ends_of_the_spread():
+    spread = ExploreConfig(actor_base=0.4)
+    assert [actor_epsilon(spread, i, 2) for i in range(2)] == pytest.approx([0.4, 0.4**8])
+
+
+def test_no_update_is_due_before_the_warm_up_ends_even_at_one_frame_per_update():
+    schedule = UpdateSchedule(train_every=1, initial=200)
+    assert [schedule.due(f) for f in (0, 199, 200, 201, 250)] == [0, 0, 0, 1, 50]
+
+
+def test_actor_credits_are_the_warm_up_left_plus_the_lead():
+    schedule = UpdateSchedule(train_every=3, initial=50)
+    assert schedule.actor_credits(4) == 50 + 2 * 4 + 3
+    # a resumed replay that restored 30 transitions needs 20 more before learning
+    assert schedule.actor_credits(4, restored=30) == 20 + 2 * 4 + 3
+    # one that restored more than the warm-up needs none: the lead alone
+    assert schedule.actor_credits(4, restored=80) == 2 * 4 + 3
