@@ -37,6 +37,7 @@ DOCS = {  # file -> how it links to docs/results.md's sections
     ROOT / "README.md": "docs/results.md",
     ROOT / "docs" / "results.md": "",
     ROOT / "docs" / "pong-fast.md": "results.md",
+    ROOT / "docs" / "atari.md": "results.md",
 }
 BLOCK = re.compile(r"(<!-- generated:(\S+) -->\n)(.*?)(<!-- /generated -->)", re.DOTALL)
 
