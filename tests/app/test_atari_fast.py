@@ -1,8 +1,10 @@
 """atari-fast on a game other than Pong: --game picks it (or names close ones), the run
-trains on it with the atari pipeline, and play.py plays what it saved."""
+trains on it with its pipeline and logs the game's own score, and play.py plays what it
+saved."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 
@@ -30,13 +32,20 @@ def test_game_flag_trains_that_game_and_play_scores_it(tmp_path):
     trained = run_script(
         "train.py",
         *("--preset", "atari-fast", "--game", "SpaceInvaders", "--mode", "n-env"),
-        *("--envs", "4", "--frames", "1024", "--run-dir", str(run_dir)),
+        *("--envs", "4", "--frames", "4096", "--run-dir", str(run_dir)),
         *("--set", "env.backend='sync'", "--set", "run.precision='fp32'"),
     )
     assert trained.returncode == 0, trained.stderr[-2000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["preset"]["env"]["game"] == "SpaceInvaders"
     assert summary["pipeline"]["name"] == "small-maxpool"
+    # The logged score is the game's: Space Invaders pays 5 to 30 points an invader (a
+    # random game scores about 150), where the learner's clipped rewards add up to the
+    # number of hits.
+    with (run_dir / "scores.csv").open() as log:
+        scores = [float(row["score"]) for row in csv.DictReader(log)]
+    assert scores and all(score % 5 == 0 for score in scores)
+    assert sum(scores) / len(scores) > 50
     played = run_script(
         "play.py", str(run_dir), "--episodes", "1", "--no-window", "--json", "--max-seconds", "20"
     )
