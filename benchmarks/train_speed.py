@@ -7,6 +7,8 @@ for a fixed wall-clock time; FPS is measured after the replay warm-up.
     uv run benchmarks/train_speed.py --trees ../before . --rows ...   # before/after a change
     uv run benchmarks/train_speed.py --rows "PQN n-env, 16 envs x 64 steps" \
         "PQN parallel, 1 actor x 16 envs, learner 1 thread" --reps 3   # PQN's two modes
+    uv run --extra ray benchmarks/train_speed.py --ray-address 127.0.0.1:6379 --rows \
+        "parallel on a Ray cluster, 2 actors x 4 envs, 1 update per 16 frames" ...  # a cluster
 
 ``--trees`` runs every row on each checkout given (another worktree of this repo, say the
 commit before a change), alternating between them within each repetition, so a change is
@@ -142,6 +144,7 @@ PQN_ROWS: dict[str, list[str]] = {
 TWO = ["--mode", "parallel", "--envs", "4", "--set", "run.actors=2"]
 RAY = ["--engine", "ray"]
 SPARSE = ["--set", "dqn.train_every=16"]
+CLUSTER = ["--engine", "ray", "--ray-address", "{cluster}"]  # {cluster}: --ray-address's
 PQN_TWO = ["--mode", "parallel", "--envs", "16", "--set", "run.actors=2", "--set", "pqn.rollout=32"]
 RAY_ROWS: dict[str, list[str]] = {
     "parallel, 2 actors x 4 envs": TWO,
@@ -151,6 +154,13 @@ RAY_ROWS: dict[str, list[str]] = {
     # PQN: 2 actors fill 16 envs' columns each of a 32-step rollout (pong-fast's 32 x 32)
     "PQN parallel, 2 actors x 16 envs x 32 steps": [*PQN, *PQN_TWO],
     "PQN parallel on Ray, 2 actors x 16 envs x 32 steps": [*PQN, *PQN_TWO, *RAY],
+    # The same on a running cluster (docs/scale.md, "On a cluster"), named by --ray-address.
+    "parallel on a Ray cluster, 2 actors x 4 envs, 1 update per 16 frames": [
+        *TWO,
+        *CLUSTER,
+        *SPARSE,
+    ],
+    "PQN parallel on a Ray cluster, 2 actors x 16 envs x 32 steps": [*PQN, *PQN_TWO, *CLUSTER],
 }
 ALL_ROWS = {**ROWS, **PQN_ROWS, **RAY_ROWS}
 
@@ -272,6 +282,11 @@ def main() -> None:
     )
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        help="the running Ray cluster the 'on a Ray cluster' rows join (docs/scale.md)",
+    )
+    parser.add_argument(
         "--trees",
         nargs="+",
         type=Path,
@@ -279,6 +294,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     extra = [x for item in args.extra for x in ("--set", item)]
+    on_cluster = [name for name in args.rows if "{cluster}" in ALL_ROWS[name]]
+    if on_cluster and not args.ray_address:
+        parser.error(
+            f"{on_cluster[0]!r} joins a running Ray cluster: start one (docs/scale.md) and "
+            "give its address with --ray-address HOST:PORT"
+        )
+    for name in on_cluster:
+        ALL_ROWS[name] = [args.ray_address if a == "{cluster}" else a for a in ALL_ROWS[name]]
     if args.trees:
         compare_trees(args, extra)
         return

@@ -197,18 +197,22 @@ def run_ablation(
     variants: list[tuple[str, Preset]],
     parent: Path | None = None,
     concurrent: bool = False,
+    address: str | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
-    """Train every variant, in turn or (``concurrent``) all at once as Ray tasks; return
-    the table and its rows. Ctrl-C stops the ablation after saving the table of the
-    variants that ran (the last one partial). Each variant's auto fields are chosen just
-    before it trains, on the cores it is given."""
+    """Train every variant, in turn or (``concurrent``) all at once as Ray tasks, on this
+    machine or on the Ray cluster at ``address``; return the table and its rows. Ctrl-C
+    stops the ablation after saving the table of the variants that ran (the last one
+    partial). Each variant's auto fields are chosen just before it trains, on the cores
+    it is given."""
     parent = parent or default_parent(preset_name)
     parent.mkdir(parents=True, exist_ok=True)
     how = "at once" if concurrent else "in turn"
     title = f"{preset_name}: {len(variants)} variants, {how}"
     dirs = [parent / f"{i:02d}-{slug(name)}" for i, (name, _) in enumerate(variants, 1)]
     if concurrent:
-        rows = run_concurrently(variants, dirs, lambda done: write_outputs(title, parent, done))
+        rows = run_concurrently(
+            variants, dirs, lambda done: write_outputs(title, parent, done), address
+        )
         return write_outputs(title, parent, with_deltas(rows)), rows
     from atari_speed.app.auto import resolve
     from atari_speed.run.training import train
@@ -229,18 +233,22 @@ def run_ablation(
     return write_outputs(title, parent, with_deltas(rows)), rows
 
 
-def train_on(cores: list[int], preset: Preset, run_dir: Path) -> dict[str, Any]:
+def train_on(cores: list[int] | int, preset: Preset, run_dir: Path) -> dict[str, Any]:
     """One variant as a Ray task: pinned to ``cores`` (so auto, torch and the envs see
-    only those), its auto fields chosen there, trained; its summary. Ctrl-C (Ray's
-    cancel) ends it with a checkpoint, as in a terminal."""
+    only those) or, on a cluster's node, given that many of its cores by Ray (this
+    machine's core numbers mean nothing there); its auto fields chosen there, trained;
+    its summary. Ctrl-C (Ray's cancel) ends it with a checkpoint, as in a terminal."""
     import torch
 
     from atari_speed.app.auto import resolve
     from atari_speed.run.training import train
 
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, cores)
-    torch.set_num_threads(len(cores))
+    if isinstance(cores, int):
+        torch.set_num_threads(cores)
+    else:
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, cores)
+        torch.set_num_threads(len(cores))
     chosen, choices = resolve(preset)
     try:
         return train(chosen, run_dir, choices=choices)
@@ -257,27 +265,40 @@ def partial_row(name: str, run_dir: Path) -> dict[str, Any] | None:
 
 
 def run_concurrently(
-    variants: list[tuple[str, Preset]], dirs: list[Path], partial: Any
+    variants: list[tuple[str, Preset]], dirs: list[Path], partial: Any, address: str | None = None
 ) -> list[dict[str, Any]]:
-    """Every variant at once, each a Ray task on its share of this machine's cores (and a
-    GPU of its own where there is one per variant); the rows, in the variants' order."""
+    """Every variant at once, each a Ray task on its share of this machine's cores, or of
+    the cores of the cluster at ``address`` (and a GPU of its own where there is one per
+    variant); the rows, in the variants' order."""
     from atari_speed.run.plan import require_ray
 
     ray = require_ray()
     import torch
 
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    cores = cores or list(range(os.cpu_count() or 1))
-    share = max(1, len(cores) // len(variants))
-    gpus = torch.cuda.device_count()
     sigterm = signal.getsignal(signal.SIGTERM)  # ray.init replaces it with an exit
-    ray.init(
-        num_cpus=max(len(cores), share * len(variants)),
-        num_gpus=gpus,
-        include_dashboard=False,
-        logging_level="ERROR",
-        log_to_driver=False,
-    )
+    cores: list[int] = []
+    if address:
+        from atari_speed.run.ray_engine import join_cluster
+
+        join_cluster(address)  # one line saying what to do when it cannot
+        nodes = [n["Resources"] for n in ray.nodes() if n["Alive"]]
+        cpus = [int(r.get("CPU", 0)) for r in nodes]
+        share = max(1, min(max(cpus), sum(cpus) // len(variants)))  # a task is on one node
+        gpus = int(sum(r.get("GPU", 0) for r in nodes))
+        dirs = [d.resolve() for d in dirs]  # a task's working directory is its node's
+    else:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        cores = cores or list(range(os.cpu_count() or 1))
+        share = max(1, len(cores) // len(variants))
+        gpus = torch.cuda.device_count()
+        ray.init(
+            address="local",  # a Ray of its own, not a cluster `ray start` left running
+            num_cpus=max(len(cores), share * len(variants)),
+            num_gpus=gpus,
+            include_dashboard=False,
+            logging_level="ERROR",
+            log_to_driver=False,
+        )
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: cancel, save
     # No retries: a variant that dies is reported, not rerun from frame 0 into its directory.
     task = ray.remote(train_on).options(
@@ -287,8 +308,12 @@ def run_concurrently(
     done: dict[int, dict[str, Any]] = {}
     try:
         for i, ((name, preset), run_dir) in enumerate(zip(variants, dirs, strict=True)):
-            mine = [cores[(i * share + j) % len(cores)] for j in range(share)]
-            print(f"[{i + 1}/{len(variants)}] {name} -> {run_dir} (cores {mine})", flush=True)
+            mine: list[int] | int = share
+            where = f"{share} CPU(s) on the cluster at {address}"
+            if not address:
+                mine = [cores[(i * share + j) % len(cores)] for j in range(share)]
+                where = f"cores {mine}"
+            print(f"[{i + 1}/{len(variants)}] {name} -> {run_dir} ({where})", flush=True)
             pending[task.remote(mine, preset, run_dir)] = i
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)

@@ -72,7 +72,8 @@ def train_parser() -> argparse.ArgumentParser:
         "--ray-address",
         metavar="HOST:PORT",
         help="with --engine ray: join this Ray cluster (`ray start --head` prints it) instead "
-        "of starting a local Ray for the run (sets run.ray_address)",
+        "of starting a local Ray for the run (sets run.ray_address); with --concurrent: train "
+        "the runs there as Ray tasks (docs/scale.md)",
     )
     parser.add_argument("--device", choices=DEVICES, help="override run.device")
     parser.add_argument("--seed", type=int, help="override run.seed")
@@ -206,6 +207,11 @@ def train_main(argv: list[str] | None = None) -> int:
         "ray_address": "run.ray_address",
     }
     overrides = list(args.overrides)
+    # --concurrent --ray-address: the runs go to that cluster as Ray tasks; otherwise the
+    # address is the cluster a run's Ray actors join.
+    tasks_on = args.ray_address if args.concurrent else None
+    if tasks_on:
+        args.ray_address = None
     if args.profile:
         overrides.append("run.profile=true")
     if (args.engine == "ray" or args.ray_address) and args.mode is None:
@@ -225,7 +231,8 @@ def train_main(argv: list[str] | None = None) -> int:
             return check_main(args.preset, overrides)
         variants = with_seeds(args, load_variants(args.preset, overrides), overrides)
         if variants or args.concurrent:
-            return _ablation(args, variants or [(args.preset, load_preset(args.preset, overrides))])
+            runs = variants or [(args.preset, load_preset(args.preset, overrides))]
+            return _ablation(args, runs, tasks_on)
         summary = _train(load_preset(args.preset, overrides), args)
     except ConfigError as err:
         print(f"train.py: error: {err}", file=sys.stderr)
@@ -305,9 +312,10 @@ def with_seeds(
     ]
 
 
-def _ablation(args: argparse.Namespace, variants: list) -> int:
-    """Every variant (in turn, or at once with --concurrent), then the table
-    (ablation.md/.json/.png in the parent dir)."""
+def _ablation(args: argparse.Namespace, variants: list, tasks_on: str | None = None) -> int:
+    """Every variant (in turn, or at once with --concurrent, on this machine or as tasks on
+    the cluster at ``tasks_on``), then the table (ablation.md/.json/.png in the parent
+    dir)."""
     from atari_speed.app.ablation import run_ablation
 
     if args.concurrent and any(p.run.engine == "ray" for _, p in variants):
@@ -323,7 +331,11 @@ def _ablation(args: argparse.Namespace, variants: list) -> int:
         )
     try:
         table, rows = run_ablation(
-            Path(args.preset).stem, variants, args.run_dir, concurrent=args.concurrent
+            Path(args.preset).stem,
+            variants,
+            args.run_dir,
+            concurrent=args.concurrent,
+            address=tasks_on,
         )
     except KeyboardInterrupt as interrupt:
         where = interrupt.args[0] if interrupt.args else "its run directory"

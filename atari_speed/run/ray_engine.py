@@ -20,22 +20,32 @@ learner trains on it and publishes its weights. As with local actors, an actor m
 rollout r + 1 while the learner trains on r, never further ahead, so it plays with weights
 one rollout behind the learner's.
 
+Joining a cluster (``run.ray_address``) happens before anything of the run is made, and
+each way it can fail is one ConfigError saying what to do: nothing listening there, a
+token the cluster refused or none to send, another Ray or Python version on the cluster.
+
 Faults: an actor that dies (its process killed, its node lost) is replaced by a new one
-for the same replay columns, up to ``run.actor_restarts`` times, with a line and the
-TensorBoard counter ``ray/actor_restarts``; past that, or on an error raised in actor
-code, the run ends with a WorkerError naming the actor. Every wait has a timeout; on every
-way out the actors are killed and a Ray started for the run is shut down.
+for the same replay columns, up to ``run.actor_restarts`` times, on any node with a free
+CPU, with a line and the TensorBoard counter ``ray/actor_restarts``; past that, when no
+node left has room for it, or on an error raised in actor code, the run ends with a
+WorkerError naming the actor (and saves its checkpoint on the way out). Every wait has a
+timeout; on every way out the actors are killed and a Ray started for the run is shut down.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
+import socket
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,7 +56,7 @@ from atari_speed.agent.networks import build_network
 from atari_speed.agent.replay import FrameReplay
 from atari_speed.agent.rollout import RolloutStore
 from atari_speed.agent.schedules import actor_epsilon, epsilon_at
-from atari_speed.core.errors import WorkerError
+from atari_speed.core.errors import ConfigError, WorkerError
 from atari_speed.core.timing import Profiler
 from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.plan import Plan, require_ray
@@ -156,8 +166,11 @@ class RayActor:
             Profiler(False),
         )
 
-    def pid(self) -> int:
-        return os.getpid()
+    def where(self) -> tuple[int, str]:
+        """This actor's process id and the id of the Ray node it runs on."""
+        import ray
+
+        return os.getpid(), ray.get_runtime_context().get_node_id()
 
     def play(self, weights: np.ndarray | None, epsilon: float) -> tuple[dict[str, Any], list[Game]]:
         """The next batch, played with ``weights`` (if new) at ``epsilon``, and the games
@@ -180,32 +193,160 @@ class RayActor:
 # ---------------------------------------------------------------- the learner side
 
 
+def token_source() -> str | None:
+    """Where Ray would find an authentication token for this process, in the order it
+    looks (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token); None if nowhere."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "RAY_AUTH_TOKEN"
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    if path and Path(path).is_file():
+        return f"RAY_AUTH_TOKEN_PATH ({path})"
+    default = Path.home() / ".ray" / "auth_token"
+    return str(default) if default.is_file() else None
+
+
+def _use_token_auth() -> None:
+    """Send the token this machine has. `ray start --head` turns token authentication on
+    when it finds a token, and the cluster then refuses clients without one, but
+    ``ray.init`` with an address does not turn it on by itself; a cluster without
+    authentication ignores the token. Ray caches its config at import, hence the reload."""
+    os.environ["RAY_AUTH_MODE"] = "token"
+    from ray._raylet import Config
+
+    Config.initialize("")
+
+
+@contextmanager
+def _stderr_into(lines: list[str]) -> Iterator[None]:
+    """Ray's C++ client logs each failed try to file descriptor 2 for as long as it
+    retries; keep that out of the terminal and hand it to the caller to read."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            lines += sink.read().decode(errors="replace").splitlines()
+
+
+def join_cluster(address: str) -> None:
+    """Connect this process to the Ray cluster at ``address`` (HOST:PORT); a no-op when
+    Ray is already connected. ConfigError, in one line saying what to do, when nothing
+    listens there, the cluster refuses this process's token (or it has none), or the
+    cluster runs another Ray or Python version."""
+    ray = require_ray()
+    if ray.is_initialized():
+        return
+    what = f"run.ray_address = {address!r}"
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(
+            f"{what}: expected HOST:PORT, the address `ray start --head --port PORT` prints"
+        )
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as err:
+        raise ConfigError(
+            f"{what}: nothing is listening there ({err.strerror or err}); start the head node "
+            f"with `uv run --extra ray ray start --head --port {port}` (docs/scale.md) or give "
+            "the address it printed"
+        ) from None
+    source = token_source()
+    if source and "RAY_AUTH_MODE" not in os.environ:
+        _use_token_auth()
+    sigterm = signal.getsignal(signal.SIGTERM)  # ray.init replaces it with an exit
+    logged: list[str] = []
+    try:
+        with _stderr_into(logged):
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except Exception as err:
+        raise ConfigError(f"{what}: {_refusal(err, logged, source)}") from None
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)  # SIGTERM stays a Ctrl-C: save, then stop
+
+
+def _refusal(err: BaseException, logged: list[str], source: str | None) -> str:
+    """What to do about Ray's failure to join a cluster, in one line, from its exception
+    chain and what it logged."""
+    chain: list[str] = []
+    cause: BaseException | None = err
+    while cause is not None:
+        chain.append(f"{type(cause).__name__}: {cause}")
+        cause = cause.__cause__ or cause.__context__
+    text = "\n".join([*chain, *logged])
+    versions = re.search(
+        r"cluster was started with:\s*Ray: (\S+)\s*Python: (\S+).*?started with:\s*"
+        r"Ray: (\S+)\s*Python: (\S+)",
+        text,
+        re.S,
+    )
+    if versions:
+        theirs_ray, theirs_py, ours_ray, ours_py = versions.groups()
+        return (
+            f"the cluster runs Ray {theirs_ray} on Python {theirs_py}, this process Ray "
+            f"{ours_ray} on Python {ours_py}; start every node and train.py from this "
+            "repository's uv.lock (`uv sync --extra ray`) with the same Python"
+        )
+    mode = os.environ.get("RAY_AUTH_MODE", "").lower()
+    if "no authentication token was found" in text or (
+        source is None and ("InvalidAuthToken" in text or "Unauthenticated" in text)
+    ):
+        return (
+            "the cluster needs an authentication token and this process has none; copy the "
+            "head node's ~/.ray/auth_token (`ray get-auth-token` prints it there) to "
+            "~/.ray/auth_token here, or set RAY_AUTH_TOKEN to it"
+        )
+    if "InvalidAuthToken" in text or "Unauthenticated" in text:
+        if mode == "disabled":
+            return (
+                "the cluster needs an authentication token and RAY_AUTH_MODE=disabled here "
+                "keeps it from being sent; unset RAY_AUTH_MODE or set it to token"
+            )
+        return (
+            f"the cluster refused the authentication token from {source}; use the head "
+            "node's (`ray get-auth-token` prints it there) in RAY_AUTH_TOKEN or "
+            "~/.ray/auth_token"
+        )
+    last = (str(err).strip().splitlines() or [type(err).__name__])[-1][:200]
+    return f"could not join the cluster ({last}); is it a Ray head node's address?"
+
+
 @contextmanager
 def ray_session(run: Run) -> Iterator[Any]:
-    """Ray, joined at ``run.ray_address`` or started here (and stopped on the way out)."""
+    """Ray, joined at ``run.ray_address`` (left running, this process disconnected on the
+    way out) or started here (and stopped on the way out); or, inside a Ray task, the
+    Ray it runs in, left as it is."""
     ray = require_ray()
     cfg = run.preset.run
-    started = not ray.is_initialized()
-    if started:
+    if cfg.ray_address:
+        join_cluster(cfg.ray_address)  # already joined when the plan was made
+    elif ray.is_initialized():
+        yield ray
+        return
+    else:
         sigterm = signal.getsignal(signal.SIGTERM)  # ray.init replaces it with an exit
-        if cfg.ray_address:
-            ray.init(address=cfg.ray_address, logging_level="ERROR", log_to_driver=False)
-        else:
-            # Every actor asks for a CPU; a laptop with fewer cores than actors still runs
-            # them all (they mostly wait for the learner).
-            cpus = max(os.cpu_count() or 1, cfg.actors)
-            ray.init(
-                num_cpus=cpus,
-                include_dashboard=False,
-                logging_level="ERROR",
-                log_to_driver=False,
-            )
+        # Every actor asks for a CPU; a laptop with fewer cores than actors still runs
+        # them all (they mostly wait for the learner).
+        cpus = max(os.cpu_count() or 1, cfg.actors)
+        ray.init(
+            # "local": a new Ray of its own, even where `ray start` left a cluster (which
+            # ray.init would otherwise join) or RAY_ADDRESS names one.
+            address="local",
+            num_cpus=cpus,
+            include_dashboard=False,
+            logging_level="ERROR",
+            log_to_driver=False,
+        )
         signal.signal(signal.SIGTERM, sigterm)  # SIGTERM stays a Ctrl-C: save, then stop
     try:
         yield ray
     finally:
-        if started:
-            ray.shutdown()
+        ray.shutdown()
 
 
 class RayActors:
@@ -213,11 +354,16 @@ class RayActors:
 
     def __init__(self, ray: Any, run: Run) -> None:
         self.ray, self.run = ray, run
-        self.remote = ray.remote(num_cpus=1, max_restarts=0)(RayActor)
+        # SPREAD: on a cluster, one actor per node before a second on any, so the
+        # nodes share the work and a lost node takes as few actors as it can.
+        self.remote = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(RayActor)
         cfg = run.preset.run
         self.count, self.envs = cfg.actors, cfg.envs
         self.restarts = [0] * self.count
         self.handles: list[Any] = [None] * self.count
+        self.pids = [0] * self.count
+        self.nodes = [""] * self.count  # the Ray node each actor runs on
+        self.frames = [0] * self.count  # frames received from each actor's columns
         self.pending: dict[Any, int] = {}  # batch in flight -> actor index
         self.asked: dict[Any, float] = {}  # batch in flight -> when it was asked for
         self.version = 0  # weights published so far
@@ -226,13 +372,19 @@ class RayActors:
         for i in range(self.count):
             self.handles[i] = self._new(i)
         try:
-            pids = self.ray.get([h.pid.remote() for h in self.handles], timeout=START_TIMEOUT)
+            started = self.ray.get([h.where.remote() for h in self.handles], timeout=START_TIMEOUT)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as err:
             self.stop()
             why = (str(err).strip().splitlines() or [type(err).__name__])[-1][:200]
             raise WorkerError(f"ray actors could not start: {why}") from None
+        for i, (pid, node) in enumerate(started):
+            self.pids[i], self.nodes[i] = pid, node
         run.tracker.note_choices(
-            actors=self.count, envs_per_actor=self.envs, actor_pids=pids, engine="ray"
+            actors=self.count,
+            envs_per_actor=self.envs,
+            actor_pids=list(self.pids),
+            actor_nodes=list(self.nodes),
+            engine="ray",
         )
 
     def _new(self, i: int) -> Any:
@@ -278,7 +430,8 @@ class RayActors:
                 continue
             try:
                 batch, finished = ray.get(ref, timeout=START_TIMEOUT)
-            except ray.exceptions.RayActorError as err:
+            except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
+                # ObjectLostError: the batch was made, but on a node lost before it came.
                 self.replace(i, err)
                 replaced.append(i)
             except ray.exceptions.RayTaskError as err:
@@ -290,22 +443,53 @@ class RayActors:
         return batches, games, replaced
 
     def replace(self, i: int, err: Exception) -> None:
-        """Actor ``i`` died: a new one takes its columns, or, past ``run.actor_restarts``,
-        WorkerError naming it."""
+        """Actor ``i`` died: a new one takes its columns, on a node with a free CPU; or,
+        past ``run.actor_restarts`` or with no node left to hold it, WorkerError naming
+        it."""
         limit = self.run.preset.run.actor_restarts
         why = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        alive = {n["NodeID"]: n for n in self.ray.nodes() if n["Alive"]}
+        if self.nodes[i] not in alive:
+            why = f"its node {self.nodes[i][:12]} was lost"
         if self.restarts[i] >= limit:
             raise WorkerError(
                 f"ray actor {i} died {self.restarts[i] + 1} times, more than run.actor_restarts "
                 f"= {limit} allows (last: {why})"
             )
+        cpus = int(sum(n["Resources"].get("CPU", 0) for n in alive.values()))
+        if cpus < self.count:  # the others hold a CPU each: no room for a new one
+            raise WorkerError(
+                f"ray actor {i} died ({why}) and the nodes left have {cpus} CPU(s) for "
+                f"{self.count} actors, none free to restart it on; add a node "
+                "(`ray start --address ...`, docs/scale.md) or run fewer actors (run.actors)"
+            )
         self.restarts[i] += 1
         self.ray.kill(self.handles[i], no_restart=True)
         self.handles[i], self.sent[i] = self._new(i), -1
+        try:  # waited for, so a replacement that cannot start ends the run here
+            self.pids[i], self.nodes[i] = self.ray.get(
+                self.handles[i].where.remote(), timeout=START_TIMEOUT
+            )
+        except self.ray.exceptions.RayActorError as again:
+            # Placed on a node that was dying too (Ray had not yet seen it go): one more
+            # death, counted against run.actor_restarts like any other.
+            self.replace(i, again)
+            return
+        except self.ray.exceptions.GetTimeoutError:
+            raise WorkerError(
+                f"ray actor {i} died ({why}) and its replacement did not start within "
+                f"{START_TIMEOUT:.0f} s; see `ray status` for the cluster's free CPUs"
+            ) from None
         total = sum(self.restarts)
-        print(f"ray actor {i} died ({why}); restarted it ({self.restarts[i]} of {limit})")
+        print(
+            f"ray actor {i} died ({why}); restarted it ({self.restarts[i]} of {limit}) on "
+            f"node {self.nodes[i][:12]}",
+            flush=True,
+        )
         self.run.tracker.writer.add_scalar("ray/actor_restarts", total, self.run.frames)
-        self.run.tracker.note_choices(actor_restarts=total)
+        self.run.tracker.note_choices(
+            actor_restarts=total, actor_pids=list(self.pids), actor_nodes=list(self.nodes)
+        )
         self.submit(i)
 
     def stop(self) -> None:
@@ -339,6 +523,7 @@ def run_ray(run: Run) -> None:
         finally:
             prof.stop()
             actors.stop()
+            run.tracker.note_choices(actor_frames=list(actors.frames))
 
 
 def _learn(run: Run, actors: RayActors, replay: FrameReplay) -> None:
@@ -354,7 +539,9 @@ def _learn(run: Run, actors: RayActors, replay: FrameReplay) -> None:
             for i in replaced:  # its games there end as truncations
                 replay.end_open_episodes(actors.columns(i))
             for i, batch in batches:
-                frames += write_batch(batch, replay, actors.columns(i))
+                written = write_batch(batch, replay, actors.columns(i))
+                actors.frames[i] += written
+                frames += written
                 actors.submit(i)
         collected += frames
         with prof.section("logging + checkpoints"):
@@ -385,6 +572,7 @@ def _learn_rollouts(run: Run, actors: RayActors) -> None:
             batches, games, _ = actors.receive()  # a replaced actor replays its rollout
             for i, batch in batches:
                 arrived.setdefault(playing[i], {})[i] = batch
+                actors.frames[i] += batch["actions"].size
                 playing[i] += 1
                 idle.add(i)
         with prof.section("logging + checkpoints"):
