@@ -71,10 +71,20 @@ class DQN(nn.Module):
             # copies uint8, a quarter of the bytes of the float input.
             x = x.contiguous(memory_format=torch.channels_last)
         features = self.conv(x.float() / 255.0)
-        adv = self.head(features)
+        adv = _fp32_out(self.head, features)
         if not self.dueling:
             return adv
-        return self.value(features) + adv - adv.mean(dim=1, keepdim=True)
+        return _fp32_out(self.value, features) + adv - adv.mean(dim=1, keepdim=True)
+
+
+def _fp32_out(mlp: nn.Sequential, features: torch.Tensor) -> torch.Tensor:
+    """``mlp(features)`` with its output layer in fp32 even under bf16 autocast: bf16 keeps
+    8 bits of mantissa, so Q values near 1 would be rounded to steps of ~0.004, the size of
+    the differences between actions and of the TD errors late in training. The hidden
+    layers keep autocast; the output layer is a small matmul."""
+    hidden = mlp[:-1](features)
+    with torch.autocast(hidden.device.type, enabled=False):
+        return mlp[-1](hidden.float())
 
 
 def pick_device(name: str) -> torch.device:
