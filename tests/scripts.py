@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_script(
     script: str,
     *args: str,
-    timeout: float = 240,
+    timeout: float = 600,
     cwd: Path = ROOT,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
@@ -76,7 +76,7 @@ def assert_no_shm_left(before: set[str], stderr: str) -> None:
 
 
 def run_patched(
-    patch: str, script_args: list[str], timeout: float = 240
+    patch: str, script_args: list[str], timeout: float = 600
 ) -> subprocess.CompletedProcess:
     """``train.py script_args`` in a fresh interpreter after running ``patch`` (Python that
     injects a fault into the training process)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -181,3 +183,30 @@ def test_the_gradient_moves_only_the_taken_action_towards_its_target():
     target = learner.target.target_model.q.detach()
     assert target.tolist() == [[0.0, 0.0], [7.0, 2.0]], "the target net is not trained"
     assert learner.state_dict()["updates"] == 1
+
+
+def test_a_learner_restored_from_its_state_goes_on_exactly_as_the_original():
+    torch.manual_seed(0)
+    cfg = DQNConfig(learning_rate=1e-3, gamma=GAMMA, batch_size=32, target_sync=3)
+    batch = chain_batch(1)
+    original = Learner(DQN(SHAPE, 2), cfg, torch.device("cpu"))
+    for _ in range(4):  # past a target sync, with Adam's moments built up
+        original.step(batch)
+    original.net.head[-1].bias.data += 1.0  # online and target now differ
+    torch.manual_seed(1)  # another initialization: only the state can make them equal
+    restored = Learner(DQN(SHAPE, 2), cfg, torch.device("cpu"))
+    # a copy, as a checkpoint read from disk is: loaded as is, the optimizer's moments
+    # would be the original's own tensors, stepped by both learners
+    state = copy.deepcopy(original.state_dict())
+    restored.load_state_dict(state)
+    assert set(state) == {"net", "target", "optimizer", "updates"} and state["updates"] == 4
+    for learner in (original, restored):
+        learner.step(batch)
+        learner.step(batch)  # the 6th update syncs the target at the same time in both
+    for a, b in (
+        (original.net, restored.net),
+        (original.target.target_model, restored.target.target_model),
+    ):
+        for (name, p), q in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+            assert torch.equal(p, q), name
+    assert restored.updates == 6

@@ -111,7 +111,7 @@ def scripted_games(lengths: list[int]) -> ScriptedEnv:
 
 def test_play_episodes_returns_whole_games_and_resets_between_them():
     env = scripted_games([3, 2, 4])
-    net = Table([[0.0, 1.0]] * 256)
+    net = Table([[0.0, 3.0]] * 256)  # greedy action 1, worth 3: the action, not the value
     steps = []
     rng = np.random.default_rng(0)
     games = play_episodes(env, net, CPU, 2, 0.0, rng, on_step=lambda: not steps.append(1))
@@ -132,3 +132,18 @@ def test_play_episodes_ends_early_on_stop_or_when_on_step_says_so():
     rng = np.random.default_rng(0)
     out = play_episodes(env, net, CPU, 2, 0.0, rng, on_step=lambda: next(calls))
     assert out == [] and len(env.actions) == 2  # the game in progress is not returned
+
+
+def test_play_episodes_asks_the_network_on_the_given_device():
+    class Recorder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.devices: list[torch.device] = []
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.devices.append(x.device)
+            return torch.tensor([[0.0, 1.0]])
+
+    net, meta = Recorder(), torch.device("meta")  # a device no default would pick
+    play_episodes(scripted_games([2]), net, meta, 1, 0.0, np.random.default_rng(0))
+    assert net.devices == [meta, meta]

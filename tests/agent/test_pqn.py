@@ -3,6 +3,8 @@ minibatches updates per rollout, and it fits them, in fp32 and in bf16."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -154,3 +156,23 @@ def test_targets_when_the_last_row_terminates_one_env_and_truncates_another():
     last = [2.0, 2 + 0.9 * 50, 2 + 0.9 * 30]
     first = [1 + 0.9 * (0.5 * g + 0.5 * 10) for g in last]
     assert pqn.targets(store) == pytest.approx(np.array([first, last]))
+
+
+def test_a_learner_restored_from_its_state_goes_on_exactly_as_the_original():
+    rollout = filled_rollout()
+    original = learner(epochs=1, minibatches=2, lr_decay=False)
+    original.learn(rollout, 0.0, np.random.default_rng(0))
+    state = copy.deepcopy(original.state_dict())  # as read from disk: no shared tensors
+    assert set(state) == {"net", "optimizer", "updates"} and state["updates"] == 2
+    restored = learner(epochs=1, minibatches=2, lr_decay=False)
+    torch.manual_seed(5)
+    restored.net.head[-1].bias.data.normal_()  # not the original's weights until loaded
+    restored.load_state_dict(state)
+    for pqn in (original, restored):
+        pqn.learn(rollout, 0.0, np.random.default_rng(1))
+    for (name, p), q in zip(
+        original.net.state_dict().items(), restored.net.state_dict().values(), strict=True
+    ):
+        assert torch.equal(p, q), name
+    assert restored.updates == 4
+    assert restored.optimizer.state_dict()["state"][0]["step"] == 4  # RAdam's state came too

@@ -65,7 +65,11 @@ def test_rollout_store_keeps_whole_observations_and_final_ones():
     with pytest.raises(ValueError, match="rollout is full"):
         store.put_obs(np.zeros((2, 2, 1, 1), np.uint8))
     store.clear()
-    assert not store.full
+    assert not store.full and store.t == 0
+    for _ in range(3):  # room for exactly `steps` rows again
+        store.put_obs(np.zeros((2, 2, 1, 1), np.uint8))
+        store.commit(np.zeros(2), np.ones(2), np.zeros(2, bool))
+    assert store.full
 
 
 def test_acted_values_are_there_only_when_every_row_after_the_first_has_them():

@@ -74,6 +74,35 @@ def test_episodic_life_ends_the_training_episode_but_not_the_game():
     assert terminated and fake.t == 12
     env.reset()
     assert fake.resets == 2, "the game is over: reset for real"
+    assert len(fake.actions) == 12, "and no NOOP is played into the finished game first"
+
+
+def test_episodic_life_resets_for_real_after_a_truncated_game():
+    from gymnasium.wrappers import TimeLimit
+
+    fake = FakeAtari(lives={0: 3})
+    env = w.EpisodicLife(TimeLimit(fake, max_episode_steps=3))
+    env.reset()
+    results = [env.step(0) for _ in range(3)]
+    assert [r[3] for r in results] == [False, False, True]
+    env.reset()
+    assert fake.resets == 2 and fake.actions == [0, 0, 0]
+
+
+def test_episodic_life_ignores_lives_falling_to_zero_while_the_game_goes_on():
+    # Some games show 0 lives for a few frames mid-game (Q*bert): not a life lost.
+    fake = FakeAtari(lives={0: 2, 3: 0, 5: 2})
+    env = w.EpisodicLife(fake)
+    env.reset()
+    assert [env.step(0)[2] for _ in range(6)] == [False] * 6
+
+
+def test_episodic_life_two_resets_in_a_row_restart_the_game_once():
+    fake = FakeAtari(lives={0: 3})
+    env = w.EpisodicLife(fake)
+    env.reset()
+    env.reset()  # the game is not over: a NOOP, not a second real reset
+    assert fake.resets == 1 and fake.actions == [0]
 
 
 def test_episodic_life_resets_if_the_noop_after_a_life_loss_ends_the_game():

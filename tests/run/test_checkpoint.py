@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
+from atari_speed.agent.learner import Learner
 from atari_speed.agent.networks import DQN
+from atari_speed.agent.replay import Batch
+from atari_speed.core.config import DQNConfig
 from atari_speed.core.errors import ConfigError
 from atari_speed.run.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from atari_speed.run.checkpoint import digest as contents_digest
 
 
 def old_format(net: torch.nn.Module, **extra) -> dict:
@@ -51,15 +57,123 @@ def test_a_checkpoint_from_before_the_network_field_is_natures(tmp_path):
     assert checkpoint.network == "nature" and not checkpoint.resumable
 
 
+def assert_same(saved, loaded, where: str = "checkpoint") -> None:
+    """Every tensor equal in dtype, shape and value; every other value equal; recursively."""
+    if isinstance(saved, torch.Tensor):
+        assert isinstance(loaded, torch.Tensor), where
+        assert (saved.dtype, saved.shape) == (loaded.dtype, loaded.shape), where
+        assert torch.equal(saved, loaded), where
+    elif isinstance(saved, dict):
+        assert isinstance(loaded, dict) and saved.keys() == loaded.keys(), where
+        for key in saved:
+            assert_same(saved[key], loaded[key], f"{where}[{key!r}]")
+    elif isinstance(saved, list | tuple):
+        assert isinstance(loaded, list | tuple) and len(saved) == len(loaded), where
+        for i, (a, b) in enumerate(zip(saved, loaded, strict=True)):
+            assert_same(a, b, f"{where}[{i}]")
+    else:
+        assert saved == loaded and type(saved) is type(loaded), where
+
+
 def test_saved_and_loaded_checkpoints_are_equal(tmp_path):
-    net = DQN((4, 42, 42), 6, network="small")
+    # Every field of a resumable checkpoint: the network, a learner with Adam's state after
+    # real updates, the tracker's stats and both RNG states after draws.
+    torch.manual_seed(0)
+    net = DQN((4, 42, 42), 6, network="small", layer_norm=True)
+    learner = Learner(net, DQNConfig(batch_size=4, target_sync=1000), torch.device("cpu"))
+    rng = np.random.default_rng(7)
+    for _ in range(2):
+        learner.step(
+            Batch(
+                states=rng.integers(0, 255, (4, 4, 42, 42), dtype=np.uint8),
+                next_states=rng.integers(0, 255, (4, 4, 42, 42), dtype=np.uint8),
+                actions=rng.integers(0, 6, 4),
+                returns=rng.normal(size=4).astype(np.float32),
+                discounts=np.full(4, 0.99, np.float32),
+            )
+        )
+    torch.rand(5)  # the torch RNG moved on from its seed
     fields = old_format(net)
     del fields["format"], fields["version"]
-    checkpoint = Checkpoint(**{**fields, "obs_shape": [4, 42, 42], "network": "small"})
+    checkpoint = Checkpoint(
+        **{**fields, "obs_shape": [4, 42, 42], "network": "small", "layer_norm": True},
+        learner=learner.state_dict(),
+        stats={"episodes": 3, "smoothed": -20.5, "best_smoothed": -19.0, "best_eval": None},
+        rng={"numpy": rng.bit_generator.state, "torch": torch.get_rng_state()},
+    )
+    assert learner.state_dict()["optimizer"]["state"], "Adam has state to carry"
     save_checkpoint(checkpoint, tmp_path / "c.pt")
     loaded = load_checkpoint(tmp_path / "c.pt")
-    assert loaded.obs_shape == [4, 42, 42] and loaded.net.keys() == net.state_dict().keys()
-    assert not list(tmp_path.glob(".c.pt.tmp*")), "the temp file is renamed into place"
+    for f in dataclasses.fields(Checkpoint):
+        assert_same(getattr(checkpoint, f.name), getattr(loaded, f.name), f.name)
+    assert loaded.resumable and not list(tmp_path.glob(".c.pt.tmp*")), "renamed into place"
+    # The RNG states restored draw what the saved generators would have drawn next.
+    again = np.random.default_rng()
+    again.bit_generator.state = loaded.rng["numpy"]
+    assert again.integers(0, 2**31, 8).tolist() == rng.integers(0, 2**31, 8).tolist()
+    ahead = torch.rand(4)
+    torch.set_rng_state(loaded.rng["torch"])
+    assert torch.equal(torch.rand(4), ahead)
+
+
+@pytest.mark.parametrize("preset", ["pong-nenv", "pong-pqn"])
+def test_a_resumed_run_has_the_saved_learner_stats_and_rng_states(tmp_path, preset):
+    # Run.checkpoint then Run(resume=...): the learner (nets, optimizer state, update
+    # count), the frame count, the tracker's stats and both RNGs come back exactly; a
+    # fresh Run of the same seed would have neither the updates nor the advanced RNGs.
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    plan = make_plan(load_preset(preset, ["run.envs=2", "explore.epsilon_frames=128"]))
+    first = Run(plan, tmp_path / "a")
+    rng = np.random.default_rng(0)
+    shape = (4, *plan.obs_shape)
+    for _ in range(2):
+        states = torch.from_numpy(rng.integers(0, 255, shape, dtype=np.uint8))
+        actions = torch.from_numpy(rng.integers(0, plan.actions, 4))
+        if preset == "pong-pqn":
+            first.learner.step(states, actions, torch.ones(4))
+        else:
+            first.learner.step(
+                Batch(
+                    states=states.numpy(),
+                    next_states=states.numpy(),
+                    actions=actions.numpy(),
+                    returns=np.ones(4, np.float32),
+                    discounts=np.full(4, 0.99, np.float32),
+                )
+            )
+    first.tracker.advance(96)
+    scores = first.tracker.scores  # as if games had been played
+    scores.episodes, scores.smoothed, scores.best_smoothed = 5, -20.0, -19.5
+    first.tracker.best_eval = -18.0
+    first.rng.random(10)
+    torch.rand(3)
+    first.checkpoint()
+    saved_learner = first.learner.state_dict()
+    saved_numpy, saved_torch = first.rng.bit_generator.state, torch.get_rng_state()
+    first.tracker.close()
+    saved_stats = load_checkpoint(tmp_path / "a" / "checkpoint.pt").stats
+    assert saved_stats["episodes"] == 5 and saved_stats["best_eval"] == -18.0
+    torch.manual_seed(123)  # the resumed run must set it back, not keep this
+    second = Run(plan, tmp_path / "b", resume=str(tmp_path / "a" / "checkpoint.pt"))
+    try:
+        assert second.learner.updates == 2 and second.frames == 96
+        # epsilon goes on from the resumed frames (96 of a 128-frame decay), not from 1
+        explore = plan.preset.explore
+        start, final = explore.epsilon_start, explore.epsilon_final
+        assert second.epsilon == pytest.approx(start + 0.75 * (final - start))
+        assert second.epsilon == first.epsilon < start
+        assert_same(saved_learner, second.learner.state_dict(), "learner")
+        stats = second.tracker.stats()
+        # the wall time goes on from the saved one; everything else is as saved
+        assert stats.pop("seconds") >= saved_stats.pop("seconds") > 0
+        assert_same(saved_stats, stats, "stats")
+        assert second.rng.bit_generator.state == saved_numpy
+        assert torch.equal(torch.get_rng_state(), saved_torch)
+    finally:
+        second.tracker.close()
 
 
 @pytest.mark.parametrize(
@@ -118,14 +232,16 @@ def test_damaged_checkpoints_are_refused_by_play_in_one_line(real_checkpoint, tm
     path, good = real_checkpoint
     rng = np.random.default_rng(13)
     target = tmp_path / "checkpoint.pt"
+    original = load_checkpoint(path)
     for name, data in damaged_copies(path.read_bytes(), rng, cuts=40, flips=60):
         target.write_bytes(data)
-        try:  # a flip in the zip's padding changes nothing: such a file is the original
-            if torch.load(target, weights_only=True).get("digest") == good:
-                load_checkpoint(target)
-                continue
-        except Exception:
-            pass
+        try:  # a flip in the zip's padding leaves the contents whole: those must load
+            intact = contents_digest(torch.load(target, weights_only=True)) == good
+        except Exception:  # unreadable, or a tensor unreadable as bytes
+            intact = False
+        if intact:
+            assert_same(original.net, load_checkpoint(target).net, name)
+            continue
         code = play_main([str(target), "--episodes", "1", "--json"])
         err = capsys.readouterr().err
         assert refused_in_one_line(code, err), f"{name}: exit {code}, {err!r}"
@@ -139,7 +255,10 @@ def test_damaged_checkpoints_are_refused_by_resume_in_one_line(real_checkpoint, 
     rng = np.random.default_rng(14)
     target = tmp_path / "damaged" / "checkpoint.pt"
     target.parent.mkdir()
-    args = ["--preset", "pong-pqn", "--envs", "2", "--run-dir", str(tmp_path / "run")]
+    # A tiny frame budget: a damaged copy that wrongly loaded would train briefly and fail
+    # the check below, not train the preset's millions of frames in this process.
+    args = ["--preset", "pong-pqn", "--envs", "2", "--frames", "64", "--run-dir"]
+    args += [str(tmp_path / "run"), "--set", "pqn.rollout=8", "--set", "pqn.minibatches=2"]
     for name, data in damaged_copies(path.read_bytes(), rng, cuts=8, flips=8):
         target.write_bytes(data)
         code = train_main([*args, "--resume", str(target)])
@@ -160,6 +279,8 @@ def test_a_damaged_checkpoint_ends_the_entry_points_at_once(real_checkpoint, tmp
     args = (
         [str(target)] if script == "play.py" else ["--preset", "pong-pqn", "--resume", str(target)]
     )
-    out = run_script(script, *args, timeout=60)
+    # A generous deadline for a loaded machine: a run that wrongly took the file would
+    # train the preset's millions of frames, far beyond it.
+    out = run_script(script, *args, timeout=300)
     assert refused_in_one_line(out.returncode, out.stderr), out.stderr
     assert f"{target}: damaged checkpoint" in out.stderr

@@ -1,6 +1,6 @@
 """Same seed, same run: on a CPU, n-env mode learns the same weights twice over, on the
-sync and ale backends, for DQN and PQN, in fp32 and bf16 (docs/reliability.md says which
-modes are not reproducible, and why)."""
+ale and subprocess backends, for DQN and PQN, in fp32 and bf16 (docs/reliability.md says
+which modes are not reproducible, and why)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,14 @@ RUNS = {
     "DQN, ale backend": [
         "--preset", "pong-nenv", "--envs", "4", "--frames", "600", "--set", "env.backend='ale'",
         "--set", "replay.initial=200", "--set", "replay.size=2000",
+    ],
+    "DQN, subprocess backend": [
+        "--preset", "pong-nenv", "--envs", "4", "--frames", "400", "--set",
+        "env.backend='subprocess'", "--set", "replay.initial=200", "--set", "replay.size=2000",
+    ],
+    "PQN, ale backend, fp32": [
+        "--preset", "pong-pqn", "--envs", "4", "--frames", "512", "--set", "pqn.rollout=16",
+        "--set", "pqn.minibatches=2", "--set", "run.precision='fp32'",
     ],
     "PQN, ale backend, bf16": [
         "--preset", "pong-pqn", "--envs", "4", "--frames", "1024", "--set", "pqn.rollout=16",
