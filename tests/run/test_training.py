@@ -446,7 +446,8 @@ def test_evaluation_runs_beside_training_and_picks_best_pt(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     s = summary(tmp_path)
-    assert 20 <= s["seconds"] <= 40 and s["frames"] < 1000000
+    # the budget ended the run (how far past it depends on the machine's load)
+    assert s["seconds"] >= 25 and s["frames"] < 1000000
     assert s["eval_reward"] is not None and -21 <= s["eval_reward"] <= 21
     assert s["fps_after_warmup"] is not None and s["fps_after_warmup"] > 0
     best = load_checkpoint(tmp_path / "best.pt")
@@ -475,3 +476,36 @@ def test_one_presets_update_to_data_ratio_holds_in_n_env_and_parallel_mode(tmp_p
         assert s["mode"] == "parallel" and s["envs"] == 2 * s["choices"]["envs_per_actor"]
         lead = schedule.actor_credits(s["envs"]) // schedule.train_every + 1
         assert due - lead <= updates <= due and updates > 0
+
+
+def test_best_pt_holds_the_weights_that_were_evaluated_not_the_later_ones(tmp_path):
+    # In-process and without a clock: an evaluation starts on the current weights, the
+    # weights then move on (as training does), and once its game is over best.pt must
+    # hold the weights it played with.
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = ["run.envs=1", "eval.every=10", "eval.episodes=1", "eval.from_reward=-1000"]
+    run = Run(make_plan(load_preset("pong-nenv", overrides)), tmp_path)
+    try:
+        run.tracker.advance(10)
+        run.periodic(0.0)
+        assert run.evaluation is not None, "due at 10 frames"
+        evaluated = {k: v.clone() for k, v in run.learner.net.state_dict().items()}
+        with torch.no_grad():
+            for p in run.learner.net.parameters():
+                p.add_(1.0)
+        deadline = time.monotonic() + 600  # a whole game of Pong; only a hang gets here
+        while run.evaluation is not None:
+            assert time.monotonic() < deadline, "the evaluation game never ended"
+            time.sleep(0.1)
+            run.periodic(0.0)
+        best = load_checkpoint(tmp_path / "best.pt")
+        assert best.learner is None and best.net.keys() == evaluated.keys()
+        for key, value in evaluated.items():
+            assert torch.equal(best.net[key], value), key
+    finally:
+        if run.evaluation is not None:
+            run.evaluation.cancel()
+        run.tracker.close()
