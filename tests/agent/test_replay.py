@@ -149,3 +149,34 @@ def test_truncated_episodes_bootstrap_from_their_final_observation():
         seen.add(newest)
     assert seen == set(expected)
     assert tuple(batch.states[list(batch.states[:, -1, 0, 0]).index(11), :, 0, 0]) == (0, 11)
+
+
+def test_end_open_episodes_cuts_the_open_games_of_every_column_and_only_those():
+    # Four columns, written through column slices as actors write them:
+    # 0 never written; 1 one step into a game; 2 a game that ended on its last step;
+    # 3 a game that ended, then one step into the next (its last row starts that game).
+    replay = FrameReplay(40, 4, (1, 3, 2), 4, n_steps=1, gamma=0.9)
+
+    def step(cols: slice, value: int, terminated: list[bool]) -> None:
+        n = len(terminated)
+        replay.put_obs(np.full((n, 4, 3, 2), value, np.uint8), cols)
+        replay.commit(np.full(n, 5), np.ones(n, np.float32), np.array(terminated), cols=cols)
+
+    step(slice(1, 4), 1, [False, False, True])
+    step(slice(2, 4), 2, [True, False])
+    names = ("actions", "rewards", "ends", "terminal", "tail", "first")
+    before = {name: getattr(replay, name).copy() for name in names}
+    replay.end_open_episodes()
+    changed = {
+        (name, int(row), int(col))
+        for name in names
+        for row, col in zip(*np.nonzero(getattr(replay, name) != before[name]), strict=True)
+    }
+    # column 1's row 0 and column 3's row 1 become their games' final frames (tails);
+    # nothing else changes: not the empty column, not the ended game, and not the end of
+    # column 3's previous game, which terminated and must stay terminal
+    cut = {("actions", 0, 1), ("rewards", 0, 1), ("actions", 1, 3), ("rewards", 1, 3)}
+    cut |= {(flag, 0, 1) for flag in ("ends", "terminal", "tail")}
+    cut |= {(flag, 1, 3) for flag in ("ends", "terminal", "tail")}
+    assert changed == cut
+    assert replay.terminal[0, 3] and replay.pending_first.all()

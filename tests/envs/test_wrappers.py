@@ -209,6 +209,11 @@ def test_frame_stack_of_rgb_frames():
     env = w.FrameStack(FakeAtari(shape=(6, 5, 3)), k=2)
     obs, _ = env.reset()
     assert np.asarray(obs).shape == (6, 6, 5) == env.observation_space.shape
+    # It reads as a sequence of channels too (len and indexing, as ptan's code uses it).
+    obs, *_ = env.step(0)
+    assert len(obs) == 6 and (obs[4] == px(1)).all() and (obs[1] == px(0)).all()
+    pair = obs[2:4]  # the last channel of the older frame, the first of the newer
+    assert pair.shape == (2, 6, 5) and (pair[0] == px(0)).all() and (pair[1] == px(1)).all()
 
 
 def test_game_recorder_reports_the_whole_game_across_lives_unclipped():
