@@ -28,7 +28,7 @@ from atari_speed.run.checkpoint import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 LEVELS = ("-15", "0")  # with the stop reward: the smoothed scores whose frames are reported
-STOP_WAIT = 120.0  # seconds a run has to save and exit after Ctrl-C before it is killed
+STOP_WAIT = 120.0  # seconds a run has to save and exit after SIGTERM before it is killed
 
 
 @dataclass
@@ -274,10 +274,11 @@ def wait_any(
 
 
 def stop_all(procs: list[subprocess.Popen]) -> None:
-    """Ctrl-C each run still going (it saves and exits), then kill what has not."""
+    """SIGTERM each run still going (it saves and exits, as on Ctrl-C; SIGINT may be
+    ignored in a child of a background shell), then kill what has not."""
     for proc in procs:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGTERM)
     for proc in procs:
         try:
             proc.wait(timeout=STOP_WAIT)
