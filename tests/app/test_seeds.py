@@ -86,3 +86,46 @@ def test_lanes_share_the_cores():
     assert lane_cores(1, 4) == [[0, 1, 2, 3]]
     assert lane_cores(2, 8) == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert lane_cores(3, 2) == [[0], [1], [0]]
+
+
+FAKE_TRAIN = """
+import json, os, sys
+from pathlib import Path
+run_dir, seed = Path(sys.argv[1]), int(sys.argv[2])
+run_dir.mkdir(parents=True)
+summary = {"frames": 1000 * (seed + 1), "seconds": 1.0, "fps": 1000.0, "solved": True,
+           "reached": {"18": {"frames": 1000 * (seed + 1), "seconds": 1.0}},
+           "cores": sorted(os.sched_getaffinity(0)), "threads": os.environ["OMP_NUM_THREADS"],
+           "preset": {"run": {"stop_reward": 18.0, "frames": 10**6, "seconds": 0.0}}}
+(run_dir / "summary.json").write_text(json.dumps(summary))
+"""
+
+
+def test_run_seeds_trains_each_seed_once_in_its_lane(tmp_path, monkeypatch):
+    import sys
+
+    from atari_speed.app import seeds
+
+    calls = []
+
+    def fake_command(preset, seed, run_dir, extra):
+        calls.append((preset, seed, list(extra)))
+        return [sys.executable, "-c", FAKE_TRAIN, str(run_dir), str(seed)]
+
+    monkeypatch.setattr(seeds, "train_command", fake_command)
+    monkeypatch.setattr(seeds.os, "cpu_count", lambda: 2)
+    seeds.run_seeds("pong-fast", [0, 1, 2], tmp_path, ["--frames", "9"], lanes=2)
+    assert sorted(c[1] for c in calls) == [0, 1, 2]
+    assert all(c[0] == "pong-fast" and c[2] == ["--frames", "9"] for c in calls)
+    for seed in (0, 1, 2):
+        summary = json.loads((tmp_path / f"s{seed}" / "summary.json").read_text())
+        assert len(summary["cores"]) == 1 and summary["threads"] == "1", "one core a lane"
+        assert (tmp_path / f"s{seed}.log").is_file()
+    # finished seeds are kept, not trained again
+    calls.clear()
+    seeds.run_seeds("pong-fast", [0, 1, 2], tmp_path, [], lanes=2)
+    assert calls == []
+    # a run that did not finish is refused, naming its directory
+    (tmp_path / "s3").mkdir()
+    with pytest.raises(ValueError, match=r"s3: a run that did not finish"):
+        seeds.run_seeds("pong-fast", [3], tmp_path, [], lanes=1)
