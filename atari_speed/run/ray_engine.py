@@ -234,11 +234,12 @@ def _stderr_into(lines: list[str]) -> Iterator[None]:
             lines += sink.read().decode(errors="replace").splitlines()
 
 
-def join_cluster(address: str) -> None:
+def join_cluster(address: str, actors: int = 0) -> None:
     """Connect this process to the Ray cluster at ``address`` (HOST:PORT); a no-op when
     Ray is already connected. ConfigError, in one line saying what to do, when nothing
-    listens there, the cluster refuses this process's token (or it has none), or the
-    cluster runs another Ray or Python version."""
+    listens there, the cluster refuses this process's token (or it has none), the
+    cluster runs another Ray or Python version, or it has fewer CPUs than ``actors``
+    (each takes one, and the run would wait for the rest)."""
     ray = require_ray()
     if ray.is_initialized():
         return
@@ -268,6 +269,13 @@ def join_cluster(address: str) -> None:
         raise ConfigError(f"{what}: {_refusal(err, logged, source)}") from None
     finally:
         signal.signal(signal.SIGTERM, sigterm)  # SIGTERM stays a Ctrl-C: save, then stop
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    if cpus < actors:
+        ray.shutdown()
+        raise ConfigError(
+            f"{what}: the cluster has {cpus} CPU(s) for run.actors = {actors}, one each; "
+            "add nodes (`ray start --address ...`) or run fewer actors"
+        )
 
 
 def _refusal(err: BaseException, logged: list[str], source: str | None) -> str:

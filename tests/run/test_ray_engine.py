@@ -165,7 +165,7 @@ def test_two_ray_actors_end_to_end(tmp_path):
     assert data.learner["updates"] == (data.frames - 200) // 4
     assert (tmp_path / "replay.npz").is_file()
     assert all(gone(pid) for pid in s["choices"]["actor_pids"])
-    assert ray_processes(proc.pid) == [], "the local Ray was stopped"
+    assert until(lambda: ray_processes(proc.pid) == []), "the local Ray was stopped"
 
 
 @pytest.mark.ray
@@ -185,7 +185,7 @@ def test_pqn_on_two_ray_actors_trains_on_whole_rollouts(tmp_path):
     # counted but the last two rollouts' was trained on.
     assert data.frames <= (updates // 4 + 2) * rollout
     assert not (tmp_path / "replay.npz").exists()  # PQN keeps no replay
-    assert ray_processes(proc.pid) == []
+    assert until(lambda: ray_processes(proc.pid) == [])
 
 
 @pytest.mark.ray
@@ -210,7 +210,7 @@ def test_a_killed_ray_actor_is_restarted_and_the_run_completes(tmp_path, args):
 
     events = EventAccumulator(str(tmp_path)).Reload()
     assert [e.value for e in events.Scalars("ray/actor_restarts")] == [1.0]
-    assert ray_processes(proc.pid) == []
+    assert until(lambda: ray_processes(proc.pid) == [])
 
 
 @pytest.mark.ray
@@ -348,7 +348,7 @@ def test_a_run_trains_with_one_actor_on_each_node_of_a_two_node_cluster(cluster,
     assert data.frames == s["frames"] == sum(per_actor) >= 600
     assert all(n > 0 and n % 32 == 0 for n in per_actor), per_actor
     assert data.learner["updates"] == (data.frames - 200) // 4
-    assert ray_processes(proc.pid) == []  # train.py started no Ray of its own
+    assert ray_processes(proc.pid) == []  # nothing of its own left running
     for node in cluster.nodes:  # and left the cluster running
         assert node.poll() is None and cluster.raylet(node) is not None
 
@@ -406,6 +406,20 @@ def test_a_cluster_on_another_ray_version_is_one_line_before_the_run(cluster, tm
         f"{ray.__version__} on Python {python}, this process Ray 2.59.0 on Python {python}; "
         "start every node and train.py from this repository's uv.lock (`uv sync --extra "
         "ray`) with the same Python"
+    ]
+    assert not run_dir.exists()
+
+
+@pytest.mark.ray
+def test_more_actors_than_the_cluster_has_cpus_is_one_line_before_the_run(cluster, tmp_path):
+    run_dir = tmp_path / "r"
+    args = [*RAY_RUN, "--set", "run.actors=3", "--ray-address", cluster.address]
+    proc, _, err = train(*args, "--run-dir", str(run_dir), env=client_env(cluster))
+    assert proc.returncode == 2
+    assert err.strip().splitlines() == [
+        f"train.py: error: run.ray_address = {cluster.address!r}: the cluster has 2 CPU(s) "
+        "for run.actors = 3, one each; add nodes (`ray start --address ...`) or run fewer "
+        "actors"
     ]
     assert not run_dir.exists()
 
