@@ -274,3 +274,21 @@ def test_episodic_life_on_real_breakout():
             break
     assert terminated and not emu.ale.game_over()
     assert emu.ale.lives() == lives - 1
+
+
+def test_frame_stack_space_is_uint8_from_0_to_255_and_its_padding_read_only():
+    env = w.FrameStack(FakeAtari(shape=(6, 5, 3)), k=2)
+    space = env.observation_space
+    assert space.dtype == np.uint8 and space.low.min() == 0 and space.high.max() == 255
+    obs, _ = env.reset()
+    with pytest.raises(ValueError, match="read-only"):
+        obs.frames[0][...] = 1  # the shared zero frame of every reset's padding
+    assert np.asarray(obs, dtype=np.float32).dtype == np.float32
+    assert np.asarray(obs, dtype=np.float32)[3:].max() == float(px(0))
+
+
+def test_a_stack_of_one_frame_is_that_frame():
+    env = w.FrameStack(FakeAtari(shape=(6, 5, 3)), k=1)
+    obs, _ = env.reset()
+    obs, *_ = env.step(0)
+    assert np.asarray(obs).shape == (3, 6, 5) and (np.asarray(obs) == px(1)).all()
