@@ -292,3 +292,18 @@ def test_a_stack_of_one_frame_is_that_frame():
     obs, _ = env.reset()
     obs, *_ = env.step(0)
     assert np.asarray(obs).shape == (3, 6, 5) and (np.asarray(obs) == px(1)).all()
+
+
+def test_warp_frame_defaults_are_84x84_gray_uint8_and_rgb_keeps_3_channels():
+    gray = w.WarpFrame(FakeAtari(shape=(210, 160, 3)))
+    assert gray.observation_space.shape == (84, 84) and gray.observation_space.low.min() == 0
+    assert gray.reset()[0].shape == (84, 84) and gray.reset()[0].dtype == np.uint8
+    rgb = w.WarpFrame(FakeAtari(shape=(210, 160, 3)), grayscale=False)
+    assert rgb.observation_space.shape == (84, 84, 3) == rgb.reset()[0].shape
+
+
+def test_fire_reset_is_on_in_a_game_of_three_actions_whose_action_1_is_fire():
+    fake = FakeAtari(meanings=("NOOP", "FIRE", "RIGHT"))
+    env = w.FireReset(fake)
+    env.reset()
+    assert fake.actions == [1, 2]
