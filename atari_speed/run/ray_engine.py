@@ -65,6 +65,7 @@ from atari_speed.run.shared import SLOTS, flat_weights, load_flat
 
 WAIT = 0.5  # seconds: the longest ray.wait blocks before the learner looks around again
 START_TIMEOUT = 300.0  # seconds for an actor to build its envs and answer
+NODE_GRACE = 60.0  # seconds for Ray to mark dead a node whose actor stopped answering
 
 
 # ---------------------------------------------------------------- the actor side
@@ -456,38 +457,35 @@ class RayActors:
         it."""
         limit = self.run.preset.run.actor_restarts
         why = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-        alive = {n["NodeID"]: n for n in self.ray.nodes() if n["Alive"]}
-        if self.nodes[i] not in alive:
+        if self._node_lost(i, err):
             why = f"its node {self.nodes[i][:12]} was lost"
         if self.restarts[i] >= limit:
             raise WorkerError(
                 f"ray actor {i} died {self.restarts[i] + 1} times, more than run.actor_restarts "
                 f"= {limit} allows (last: {why})"
             )
-        cpus = int(sum(n["Resources"].get("CPU", 0) for n in alive.values()))
-        if cpus < self.count:  # the others hold a CPU each: no room for a new one
-            raise WorkerError(
-                f"ray actor {i} died ({why}) and the nodes left have {cpus} CPU(s) for "
-                f"{self.count} actors, none free to restart it on; add a node "
-                "(`ray start --address ...`, docs/scale.md) or run fewer actors (run.actors)"
-            )
+        self._check_room(i, why)
         self.restarts[i] += 1
         self.ray.kill(self.handles[i], no_restart=True)
         self.handles[i], self.sent[i] = self._new(i), -1
-        try:  # waited for, so a replacement that cannot start ends the run here
-            self.pids[i], self.nodes[i] = self.ray.get(
-                self.handles[i].where.remote(), timeout=START_TIMEOUT
-            )
+        started = self.handles[i].where.remote()
+        deadline = time.monotonic() + START_TIMEOUT
+        # Waited for, so a replacement that cannot start ends the run here; polled, so a
+        # node lost meanwhile ends it at once rather than after START_TIMEOUT.
+        while not self.ray.wait([started], timeout=WAIT)[0]:
+            self._check_room(i, why)
+            if time.monotonic() > deadline:
+                raise WorkerError(
+                    f"ray actor {i} died ({why}) and its replacement did not start within "
+                    f"{START_TIMEOUT:.0f} s; see `ray status` for the cluster's free CPUs"
+                )
+        try:
+            self.pids[i], self.nodes[i] = self.ray.get(started, timeout=START_TIMEOUT)
         except self.ray.exceptions.RayActorError as again:
             # Placed on a node that was dying too (Ray had not yet seen it go): one more
             # death, counted against run.actor_restarts like any other.
             self.replace(i, again)
             return
-        except self.ray.exceptions.GetTimeoutError:
-            raise WorkerError(
-                f"ray actor {i} died ({why}) and its replacement did not start within "
-                f"{START_TIMEOUT:.0f} s; see `ray status` for the cluster's free CPUs"
-            ) from None
         total = sum(self.restarts)
         print(
             f"ray actor {i} died ({why}); restarted it ({self.restarts[i]} of {limit}) on "
@@ -499,6 +497,35 @@ class RayActors:
             actor_restarts=total, actor_pids=list(self.pids), actor_nodes=list(self.nodes)
         )
         self.submit(i)
+
+    def _node_lost(self, i: int, err: Exception) -> bool:
+        """Whether actor ``i``'s node is gone. Ray may report the actor unavailable, or a
+        batch on its node lost, before it has marked the node dead (it waits for missed
+        health checks): then give it NODE_GRACE seconds to decide."""
+        exceptions = self.ray.exceptions
+        unsure = isinstance(err, (exceptions.ActorUnavailableError, exceptions.ObjectLostError))
+        deadline = time.monotonic() + (NODE_GRACE if unsure else 0)
+        while self.nodes[i] in self._alive():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(1)
+        return True
+
+    def _alive(self) -> dict[str, dict[str, Any]]:
+        """The cluster's live nodes, by id."""
+        return {n["NodeID"]: n for n in self.ray.nodes() if n["Alive"]}
+
+    def _check_room(self, i: int, why: str) -> None:
+        """WorkerError when the live nodes have fewer CPUs than the run has actors, each
+        holding one: then nowhere is free to start actor ``i`` again."""
+        alive = self._alive()
+        cpus = int(sum(n["Resources"].get("CPU", 0) for n in alive.values()))
+        if cpus < self.count:
+            raise WorkerError(
+                f"ray actor {i} died ({why}) and the nodes left have {cpus} CPU(s) for "
+                f"{self.count} actors, none free to restart it on; add a node "
+                "(`ray start --address ...`, docs/scale.md) or run fewer actors (run.actors)"
+            )
 
     def stop(self) -> None:
         """Kill every actor (their envs go with their processes)."""
