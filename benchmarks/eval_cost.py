@@ -21,7 +21,6 @@ import time
 import numpy as np
 import torch
 
-from atari_speed.agent.networks import DQN
 from atari_speed.envs.pipeline import make_env
 from atari_speed.run.checkpoint import load_checkpoint
 from atari_speed.run.evaluation import play_side_by_side
@@ -39,15 +38,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3, help="evaluations timed (median)")
     args = parser.parse_args()
     ckpt = load_checkpoint(args.checkpoint)
-    net = DQN(
-        tuple(ckpt.obs_shape),
-        ckpt.actions,
-        dueling=ckpt.dueling,
-        network=ckpt.network,
-        layer_norm=ckpt.layer_norm,
-    )
-    net.load_state_dict(ckpt.net)
-    net.eval()
+    net = ckpt.policy(torch.device("cpu"))
     budget = args.cores * args.every / args.fps
     costs = []
     for rep in range(args.reps):

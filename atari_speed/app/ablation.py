@@ -158,20 +158,37 @@ def plot(title: str, rows: list[dict[str, Any]], path: Path) -> None:
 
 def plot_curves(title: str, rows: list[dict[str, Any]], path: Path) -> None:
     """Every variant's smoothed game score against wall time (from its scores.csv)."""
+    runs = [(r["variant"], Path(r["run_dir"])) for r in rows]
+    plot_scores(title, runs, path, by_frames=False)
+
+
+def plot_scores(
+    title: str,
+    runs: list[tuple[str, Path]],
+    path: Path,
+    by_frames: bool,
+    line_at: float | None = None,
+) -> None:
+    """Each run's smoothed score (its scores.csv) against wall time in minutes, or against
+    frames in millions; ``line_at`` draws a dashed level (the stop reward)."""
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # files only: no display needed
     import matplotlib.pyplot as plt
 
+    column, scale = (1, 1e6) if by_frames else (0, 60.0)
     fig, ax = plt.subplots(figsize=(9, 5))
-    for r in rows:
-        log = Path(r["run_dir"]) / "scores.csv"
+    for label, run_dir in runs:
+        log = run_dir / "scores.csv"
         if not log.is_file():
             continue
         data = np.loadtxt(log, delimiter=",", skiprows=1, ndmin=2)
         if len(data):
-            ax.plot(data[:, 0] / 60, data[:, 3], label=r["variant"])
-    ax.set_xlabel("wall time (minutes)")
+            ax.plot(data[:, column] / scale, data[:, 3], label=label)
+    if line_at is not None:
+        ax.axhline(line_at, color="gray", linestyle="--", linewidth=1)
+    xlabel = "frames (millions, agent steps over all envs)" if by_frames else "wall time (minutes)"
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("smoothed game score")
     ax.grid(alpha=0.3)
     if ax.lines:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from atari_speed.app.ablation import save_figure
+from atari_speed.app.ablation import plot_scores
 from atari_speed.run.checkpoint import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,27 +163,9 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
 
 def plot(results: list[SeedResult], title: str, path: Path) -> None:
     """Every seed's smoothed training score against frames, with the stop reward."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 5))
-    for r in results:
-        log = Path(r.run_dir) / "scores.csv"
-        if log.is_file():
-            data = np.loadtxt(log, delimiter=",", skiprows=1, ndmin=2)
-            if len(data):
-                ax.plot(data[:, 1] / 1e6, data[:, 3], label=f"seed {r.seed}")
-    if results:
-        ax.axhline(float(results[0].stop), color="gray", linestyle="--", linewidth=1)
-    ax.set_xlabel("frames (millions, agent steps over all envs)")
-    ax.set_ylabel("smoothed training score")
-    ax.grid(alpha=0.3)
-    if ax.lines:
-        ax.legend(fontsize=8)
-    ax.set_title(title)
-    save_figure(fig, path)
+    runs = [(f"seed {r.seed}", Path(r.run_dir)) for r in results]
+    line = float(results[0].stop) if results else None
+    plot_scores(title, runs, path, by_frames=True, line_at=line)
 
 
 def lane_cores(lanes: int, cores: int) -> list[list[int]]:
