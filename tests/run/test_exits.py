@@ -74,7 +74,7 @@ def test_an_error_in_the_evaluation_thread_ends_the_run(tmp_path):
         "import atari_speed.run.evaluation as e\n"
         "def boom(*args, **kwargs):\n"
         "    raise RuntimeError('evaluation boom')\n"
-        "e.play_episodes = boom\n"
+        "e.play_side_by_side = boom\n"
     )
     extra = ("--set", "eval.every=300", "--set", "eval.episodes=1")
     out = run_patched(patch, nenv(tmp_path, 100_000, *extra), timeout=120)
