@@ -85,10 +85,6 @@ def make_plan(preset: Preset, choices: dict[str, Any] | None = None) -> Plan:
         )
     if run.mode == "parallel" and run.actors and run.engine == "ray":
         require_ray()  # before anything of the run is made
-        if run.ray_address:  # a cluster that cannot be joined fails here, not mid-setup
-            from atari_speed.run.ray_engine import join_cluster
-
-            join_cluster(run.ray_address, run.actors)
     device = pick_device(run.device)
     # run.amp is deprecated (run.precision replaces it); true still asks bf16 of a CUDA GPU
     amp = run.amp and device.type == "cuda" and torch.cuda.is_bf16_supported()

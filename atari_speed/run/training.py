@@ -78,6 +78,11 @@ def train(
     return the final summary, also in ``run_dir/summary.json``. Ctrl-C and SIGTERM save a
     checkpoint and raise KeyboardInterrupt carrying the summary."""
     plan = make_plan(preset, choices)
+    if plan.mode == "parallel" and preset.run.engine == "ray" and preset.run.ray_address:
+        # a cluster that cannot be joined fails here, before the run directory is made
+        from atari_speed.run.ray_engine import join_cluster
+
+        join_cluster(preset.run.ray_address, preset.run.actors)
     run = Run(plan, run_dir or default_run_dir(preset), resume)
     interrupted = False
     try:
