@@ -50,7 +50,7 @@ class SeedResult:
     @property
     def solve_frames(self) -> float:
         """Frames to solve; infinite when not solved, so it sorts after every solve."""
-        return float(self.to_frames[self.stop]) if self.stop in self.to_frames else math.inf
+        return level_frames(self, self.stop)
 
 
 def read_result(seed: int, run_dir: Path) -> SeedResult:
