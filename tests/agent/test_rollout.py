@@ -182,3 +182,25 @@ def test_a_store_whose_last_row_ends_episodes_gives_those_returns():
     assert store.truncated[1].tolist() == [False, True, False]
     assert store.final_obs[1, :, 0, 0, 0].tolist() == [0, 7, 0]
     assert store.next_obs[:, 0, 0, 0].tolist() == [9, 9, 9]
+
+
+def test_q_lambda_returns_are_float32_whatever_the_inputs():
+    # the learner's targets, beside the network's float32 Q-values
+    ones = np.ones((2, 1))  # float64
+    none = np.zeros((2, 1), bool)
+    got = q_lambda_returns(ones, none, none, ones, ones, 0.5, 0.5)
+    assert got.dtype == np.float32 and got[:, 0].tolist() == [1 + 0.5 * (0.5 * 1.5 + 0.5 * 1), 1.5]
+
+
+def test_acted_values_wait_for_the_last_row_to_be_committed():
+    # Every row's values are there once the last row's observation is put, but the
+    # rollout is not full until that row is committed: no values are taken from it yet.
+    store = RolloutStore(1, 2, (1, 1, 1))
+    for t in range(2):
+        store.put_obs(np.zeros((1, 1, 1, 1), np.uint8), values=np.array([t], np.float32))
+        if t == 0:
+            store.commit(np.zeros(1), np.zeros(1), np.zeros(1, bool))
+    assert store.acted_values() is None
+    store.commit(np.zeros(1), np.zeros(1), np.zeros(1, bool))
+    values = store.acted_values()
+    assert values.tolist() == [[1.0]] and values.dtype == np.float32  # the network's
