@@ -1,24 +1,23 @@
 """The one actor: N envs stepped together, one batched forward pass choosing all N actions,
-every transition written into replay columns it owns.
+every transition written into the columns it owns of a sink (``Sink``): DQN's replay,
+PQN's rollout, or a Ray actor's batch.
 
-n-env mode runs it in the training process over the in-process replay; parallel mode runs
-one per actor process over the shared-memory replay. Either way the replay holds the
-n-step accumulation (returns are summed at sample time), so the actor writes each step
-once and nothing per transition is pickled.
+n-env mode runs it in the training process over the in-process replay or rollout;
+parallel mode runs one per actor process over the shared-memory replay or rollouts. The
+replay holds the n-step accumulation (returns are summed at sample time), so the actor
+writes each step once and nothing per transition is pickled.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from torch import nn
 
 from atari_speed.agent.policy import act
-from atari_speed.agent.replay import FrameReplay
-from atari_speed.agent.rollout import RolloutStore
 from atari_speed.core.timing import Profiler
 from atari_speed.envs.vector import VectorEnv
 
@@ -42,8 +41,33 @@ def finished_games(infos: dict[str, Any]) -> list[Game]:
     ]
 
 
+class Sink(Protocol):
+    """Where the actor writes its steps, into its columns ``cols``: DQN's replay
+    (``FrameReplay``), PQN's rollout (``RolloutStore``) or a Ray actor's batch
+    (``StepRecorder``). A step is ``put_obs`` then, once the envs have stepped, ``commit``."""
+
+    def put_obs(
+        self, obs: np.ndarray, cols: slice = slice(None), values: np.ndarray | None = None
+    ) -> None:
+        """Row t's observations ``(n, k*C, H, W)``, and max_a Q of each where the actor
+        computed it choosing the actions (a sink that has no use for them ignores them)."""
+
+    def commit(
+        self,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        terminated: np.ndarray,
+        *,
+        truncated: np.ndarray | None = None,
+        final_obs: np.ndarray | None = None,
+        cols: slice = slice(None),
+    ) -> None:
+        """Complete row t with a_t, r_t and how the episode ended; ``final_obs`` (the
+        vector env's ``infos["final_obs"]``) where it was truncated."""
+
+
 class Actor:
-    """Steps ``venv`` epsilon-greedily with ``net`` into ``replay`` columns ``cols``.
+    """Steps ``venv`` epsilon-greedily with ``net`` into ``sink`` columns ``cols``.
 
     The vector env is reset with ``seed`` here; ``close()`` closes it. ``rng`` draws the
     exploration (the run's own in n-env mode, so a checkpoint carries it). With a profiler, its
@@ -55,14 +79,14 @@ class Actor:
         self,
         venv: VectorEnv,
         net: nn.Module,
-        replay: FrameReplay | RolloutStore,
+        sink: Sink,
         cols: slice,
         seed: int,
         rng: np.random.Generator,
         device: torch.device,
         prof: Profiler,
     ) -> None:
-        self.venv, self.net, self.replay, self.cols = venv, net, replay, cols
+        self.venv, self.net, self.sink, self.cols = venv, net, sink, cols
         self.device, self.prof = device, prof
         self.num_envs = venv.num_envs
         self.actions = int(venv.single_action_space.n)
@@ -71,23 +95,20 @@ class Actor:
             prof.split("env step", venv.stage_timer)
         self.obs, _ = venv.reset(seed=seed)
 
-    def step(self, epsilon: float, sink: FrameReplay | RolloutStore | None = None) -> list[Game]:
-        """One step of every env, written into ``sink`` (default: the actor's replay; parallel
+    def step(self, epsilon: float, sink: Sink | None = None) -> list[Game]:
+        """One step of every env, written into ``sink`` (default: the actor's own; parallel
         PQN's actors alternate between two shared rollouts); the games it finished."""
-        prof, replay = self.prof, self.replay if sink is None else sink
+        prof, sink = self.prof, self.sink if sink is None else sink
         with prof.section("action selection"):
             actions, values = act(self.net, self.obs, epsilon, self.actions, self.rng, self.device)
         with prof.section("replay add"):
-            # before step(), which overwrites obs in place; a rollout keeps the values too
-            if isinstance(replay, RolloutStore):
-                replay.put_obs(self.obs, self.cols, values)
-            else:
-                replay.put_obs(self.obs, self.cols)
+            # before step(), which overwrites obs in place
+            sink.put_obs(self.obs, self.cols, values)
         with prof.section("env step"):
             self.obs, rewards, terminated, truncated, infos = self.venv.step(actions)
         with prof.section("replay add"):
             final = infos.get("final_obs") if truncated.any() else None
-            replay.commit(
+            sink.commit(
                 actions, rewards, terminated, truncated=truncated, final_obs=final, cols=self.cols
             )
         return finished_games(infos)

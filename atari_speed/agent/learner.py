@@ -7,8 +7,9 @@ is read only when logged, and batches go host -> pinned memory -> device without
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
+import numpy as np
 import ptan
 import torch
 from torch.nn import functional as F
@@ -19,6 +20,14 @@ from atari_speed.core.config import DQNConfig
 from atari_speed.core.timing import Profiler
 
 TENSORS = ("states", "next_states", "actions", "returns", "discounts")  # Batch's arrays
+
+
+class Replay(Protocol):
+    """What ``Learner.learn`` samples from: ``FrameReplay``, or ptan's buffer in baseline
+    mode."""
+
+    def sample(self, batch_size: int, rng: np.random.Generator, out: Batch | None = None) -> Batch:
+        """``batch_size`` transitions drawn with ``rng``, into ``out`` where it fits."""
 
 
 class LossMeter:
@@ -44,7 +53,8 @@ class LossMeter:
 
 
 class Learner:
-    """One SGD update per ``step(batch)``: (double) DQN target, n-step bootstrap."""
+    """One SGD update per ``learn(replay, ...)`` (a batch sampled from it) or
+    ``step(batch)``: (double) DQN target, n-step bootstrap."""
 
     def __init__(
         self,
@@ -75,6 +85,7 @@ class Learner:
         self.losses = LossMeter(device)
         self._host: dict[str, torch.Tensor] = {}
         self._copied: Any = None  # CUDA event: the last copy out of the pinned buffers
+        self._batch: Batch | None = None  # reused between samples
         self.prof = prof or Profiler()  # the run's, to time the update's phases
 
     def to_device(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -119,6 +130,13 @@ class Learner:
         if self.cfg.huber:
             return F.smooth_l1_loss(q, target)
         return F.mse_loss(q, target)
+
+    def learn(self, replay: Replay, progress: float, rng: np.random.Generator) -> None:
+        """One SGD update on ``dqn.batch_size`` transitions sampled from ``replay`` with
+        ``rng``. ``progress`` is the run's (0..1); DQN's learning rate does not decay."""
+        with self.prof.section("replay sample"):
+            self._batch = replay.sample(self.cfg.batch_size, rng, self._batch)
+        self.step(self._batch)
 
     def step(self, batch: Batch) -> None:
         prof = self.prof

@@ -19,6 +19,7 @@ from atari_speed.agent.learner import LossMeter
 from atari_speed.agent.networks import DQN
 from atari_speed.agent.policy import greedy_and_values
 from atari_speed.agent.rollout import RolloutStore, q_lambda_returns
+from atari_speed.agent.schedules import RolloutSchedule
 from atari_speed.core.config import DQNConfig, PQNConfig
 from atari_speed.core.timing import Profiler
 
@@ -27,8 +28,8 @@ INFERENCE_BATCH = 1024  # observations per no-grad forward pass while computing 
 
 class QLambdaLearner:
     """``learn(rollout, progress, rng)``: targets, then ``epochs`` x ``minibatches``
-    SGD updates. ``bf16`` autocasts the network's passes (the loss stays fp32);
-    ``channels_last`` keeps the conv weights channels-last."""
+    SGD updates (``RolloutSchedule``). ``bf16`` autocasts the network's passes (the loss
+    stays fp32); ``channels_last`` keeps the conv weights channels-last."""
 
     def __init__(
         self,
@@ -124,13 +125,9 @@ class QLambdaLearner:
             # network's forward need not convert each one
             obs = obs.contiguous(memory_format=torch.channels_last)
         actions = torch.from_numpy(rollout.actions.reshape(-1))
-        size = len(obs)
-        batch = size // self.pqn.minibatches
-        for _ in range(self.pqn.epochs):
-            order = torch.from_numpy(rng.permutation(size))
-            for start in range(0, batch * self.pqn.minibatches, batch):
-                idx = order[start : start + batch]
-                self.step(obs[idx], actions[idx], returns[idx])
+        for indices in RolloutSchedule.of(self.pqn, len(obs)).minibatch_indices(rng):
+            idx = torch.from_numpy(indices)
+            self.step(obs[idx], actions[idx], returns[idx])
 
     def step(self, obs: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor) -> None:
         """One SGD update towards fixed targets."""

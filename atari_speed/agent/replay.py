@@ -168,8 +168,12 @@ class FrameReplay:
 
     # ------------------------------------------------------------ writing
 
-    def put_obs(self, obs: np.ndarray, cols: slice = slice(None)) -> None:
-        """Store the newest frame of each observation o_t (``(n, k*C, H, W)``) of ``cols``."""
+    def put_obs(
+        self, obs: np.ndarray, cols: slice = slice(None), values: np.ndarray | None = None
+    ) -> None:
+        """Store the newest frame of each observation o_t (``(n, k*C, H, W)``) of ``cols``.
+        The actor's ``values`` are not kept: DQN's targets come from the target network at
+        sample time."""
         c = self.frame_shape[0]
         rows = self.written[cols] % self.rows
         columns = np.arange(self.num_envs)[cols]

@@ -1,18 +1,22 @@
 """What follows the frame count: exploration, and how many SGD updates are due.
 
 Accounting is the same in every mode: frames are agent steps summed over all envs and
-epsilon follows frames. DQN makes one SGD update of ``dqn.batch_size`` per
-``dqn.train_every`` frames once the replay holds ``replay.initial`` transitions, whatever
-the env count and whoever steps the envs (this process, or actor processes); that is
-``UpdateSchedule``. PQN uses neither field: it makes ``pqn.epochs`` x ``pqn.minibatches``
-updates per rollout (``agent/pqn.py``).
+epsilon follows frames. How many updates the frames buy is each algorithm's schedule, in
+one place: DQN makes one SGD update of ``dqn.batch_size`` per ``dqn.train_every`` frames
+once the replay holds ``replay.initial`` transitions, whatever the env count and whoever
+steps the envs (``UpdateSchedule``); PQN makes ``pqn.epochs`` x ``pqn.minibatches`` updates
+per rollout (``RolloutSchedule``). ``update_schedule`` picks the preset's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from atari_speed.core.config import ExploreConfig
+import numpy as np
+
+from atari_speed.core.config import ExploreConfig, PQNConfig, Preset
 
 
 def epsilon_at(explore: ExploreConfig, frames: int) -> float:
@@ -32,7 +36,7 @@ def actor_epsilon(explore: ExploreConfig, index: int, actors: int) -> float | No
 
 @dataclass(frozen=True)
 class UpdateSchedule:
-    """Frames collected -> SGD updates due: the update-to-data ratio, in one place.
+    """DQN's frames collected -> SGD updates due: the update-to-data ratio, in one place.
 
     ``frames`` counts the transitions in the replay since it was (re)filled from empty: a
     resumed run that restored its replay counts those too and learns at once; one that
@@ -41,6 +45,11 @@ class UpdateSchedule:
 
     train_every: int  # frames per update
     initial: int  # transitions in the replay before the first update
+    batch: int  # transitions sampled per update: dqn.batch_size
+
+    @classmethod
+    def of(cls, preset: Preset) -> UpdateSchedule:
+        return cls(preset.dqn.train_every, preset.replay.initial, preset.dqn.batch_size)
 
     def due(self, frames: int) -> int:
         """Updates that should have been made once ``frames`` transitions are collected."""
@@ -53,3 +62,70 @@ class UpdateSchedule:
         one update's frames. With less, actors that are all blocked might not yet have made
         the next update due, and nobody would move."""
         return max(0, self.initial - restored) + 2 * frames_per_step + self.train_every
+
+    @property
+    def updates_per_frame(self) -> float:
+        return 1 / self.train_every
+
+    def update_to_data(self) -> dict[str, Any]:
+        """The ratio as summary.json reports it: gradient samples per frame."""
+        return {
+            "batch_size": self.batch,
+            "train_every": self.train_every,
+            "samples_per_frame": self.batch / self.train_every,
+        }
+
+
+@dataclass(frozen=True)
+class RolloutSchedule:
+    """PQN's rollout -> the SGD updates made on it: ``epochs`` passes over its
+    ``transitions``, each shuffled and cut into ``minibatches`` (a remainder is left out).
+    The update-to-data ratio, in one place, as ``UpdateSchedule`` is DQN's."""
+
+    transitions: int  # per rollout: envs x pqn.rollout
+    epochs: int
+    minibatches: int
+
+    @classmethod
+    def of(cls, pqn: PQNConfig, transitions: int) -> RolloutSchedule:
+        return cls(transitions, pqn.epochs, pqn.minibatches)
+
+    @property
+    def batch(self) -> int:
+        """Transitions per SGD update: a minibatch."""
+        return self.transitions // self.minibatches
+
+    @property
+    def updates(self) -> int:
+        """SGD updates per rollout."""
+        return self.epochs * self.minibatches
+
+    @property
+    def updates_per_frame(self) -> float:
+        return self.updates / self.transitions
+
+    def update_to_data(self) -> dict[str, Any]:
+        """The ratio as summary.json reports it: every transition is sampled once an epoch."""
+        return {
+            "rollout": self.transitions,
+            "minibatch": self.batch,
+            "epochs": self.epochs,
+            "samples_per_frame": float(self.epochs),
+        }
+
+    def minibatch_indices(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
+        """The rollout's transitions (flat indices) of each update in turn: every epoch a
+        new shuffle, drawn from ``rng`` as that epoch begins."""
+        batch = self.batch
+        for _ in range(self.epochs):
+            order = rng.permutation(self.transitions)
+            for start in range(0, batch * self.minibatches, batch):
+                yield order[start : start + batch]
+
+
+def update_schedule(preset: Preset, envs: int) -> UpdateSchedule | RolloutSchedule:
+    """The preset's schedule: DQN's, or PQN's over rollouts of ``envs`` x ``pqn.rollout``
+    transitions (DQN's does not depend on the env count)."""
+    if preset.dqn.algorithm == "pqn":
+        return RolloutSchedule.of(preset.pqn, envs * preset.pqn.rollout)
+    return UpdateSchedule.of(preset)

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from atari_speed.agent.replay import Batch
+from atari_speed.agent.schedules import update_schedule
 from atari_speed.core.config import Preset, check_consistency, load_preset
 from atari_speed.core.errors import ConfigError
 
@@ -162,31 +163,27 @@ def fake_batch(
     )
 
 
-def _update_ms(preset: Preset, obs_shape: tuple[int, ...], actions: int, bf16: bool) -> float:
+def _update_ms(
+    preset: Preset, obs_shape: tuple[int, ...], actions: int, bf16: bool, envs: int
+) -> float:
     """Milliseconds of one SGD update of the preset's learner: a DQN batch, or one PQN
-    minibatch; the median of 5 after one that warms caches."""
+    minibatch of a rollout of ``envs``; the median of 5 after one that warms caches."""
     import torch
 
+    from atari_speed.agent.learning import make_learner
     from atari_speed.agent.networks import build_network, pick_device
 
     device = pick_device(preset.run.device)
-    net = build_network(preset.dqn, obs_shape, actions)
-    dqn, pqn = preset.dqn, preset.pqn
+    dqn = preset.dqn
+    learner = make_learner(preset, build_network(dqn, obs_shape, actions), device, bf16=bf16)
+    size = max(update_schedule(preset, envs).batch, 1)
+    batch = fake_batch(size, obs_shape, actions, dqn.gamma**dqn.n_steps)
+    # One update is the only thing the two learners take differently: DQN's a sampled
+    # batch, PQN's observations, actions and their fixed targets (here the batch's returns).
     if dqn.algorithm == "pqn":
-        from atari_speed.agent.pqn import QLambdaLearner
-
-        learner = QLambdaLearner(
-            net, dqn, pqn, device, bf16=bf16, channels_last=preset.run.channels_last
-        )
-        size = max((preset.run.envs or pqn_envs()) * pqn.rollout // pqn.minibatches, 1)
-        batch = fake_batch(size, obs_shape, actions)
-        args = (torch.from_numpy(batch.states), torch.from_numpy(batch.actions))
-        args += (torch.from_numpy(batch.returns),)
+        args = tuple(torch.from_numpy(a) for a in (batch.states, batch.actions, batch.returns))
     else:
-        from atari_speed.agent.learner import Learner
-
-        learner = Learner(net, dqn, device, channels_last=preset.run.channels_last, bf16=bf16)
-        args = (fake_batch(dqn.batch_size, obs_shape, actions, dqn.gamma**dqn.n_steps),)
+        args = (batch,)
     times = []
     for _ in range(6):
         start = time.perf_counter()
@@ -215,10 +212,10 @@ def calibrate(machine: Machine, preset: Preset, seconds: float = 1.0) -> Machine
     probe = make_env(pipeline, preset.env.game)
     shape, actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
     probe.close()
-    run = preset.run
-    machine.update_ms = _update_ms(preset, shape, actions, bf16=run.precision == "bf16")
+    run, (envs, _) = preset.run, choose_envs(preset, machine)
+    machine.update_ms = _update_ms(preset, shape, actions, run.precision == "bf16", envs)
     if run.precision == AUTO:
-        machine.update_ms_bf16 = _update_ms(preset, shape, actions, bf16=True)
+        machine.update_ms_bf16 = _update_ms(preset, shape, actions, True, envs)
     return machine
 
 
@@ -267,17 +264,12 @@ def frame_split(
     preset: Preset, machine: Machine, backend: str, precision: str = "fp32"
 ) -> tuple[float, float, float]:
     """Milliseconds per frame of env stepping (on ``backend``) and of learning (one update
-    in ``precision`` as calibrated here: DQN makes one per ``train_every`` frames, PQN
-    ``epochs`` x ``minibatches`` per rollout), and the envs' share of the two."""
+    in ``precision`` as calibrated here, times the updates per frame of the preset's
+    schedule), and the envs' share of the two."""
     env_ms = 1e3 / machine.env_steps.get(backend, 1e3)
     update_ms = (machine.update_ms_bf16 if precision == "bf16" else None) or machine.update_ms
-    if preset.dqn.algorithm == "pqn":
-        pqn = preset.pqn
-        per_rollout = pqn.epochs * pqn.minibatches
-        transitions = pqn.rollout * (preset.run.envs or pqn_envs())
-        learn_ms = (update_ms or 0.0) * per_rollout / transitions
-    else:
-        learn_ms = (update_ms or 0.0) / preset.dqn.train_every
+    schedule = update_schedule(preset, choose_envs(preset, machine)[0])
+    learn_ms = (update_ms or 0.0) * schedule.updates_per_frame
     share = env_ms / (env_ms + learn_ms) if env_ms + learn_ms > 0 else 0.0
     return env_ms, learn_ms, share
 

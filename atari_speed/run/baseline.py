@@ -12,6 +12,7 @@ import torch
 
 from atari_speed.agent.actor import Game
 from atari_speed.agent.replay import Batch
+from atari_speed.core.config import DQNConfig
 from atari_speed.core.timing import Profiler, StageTimer
 from atari_speed.envs.pipeline import make_env
 from atari_speed.run.session import Run
@@ -63,6 +64,7 @@ def run_baseline(run: Run) -> None:
         env, agent, gamma=preset.dqn.gamma, steps_count=preset.dqn.n_steps
     )
     buffer = ptan.experience.ExperienceReplayBuffer(source, buffer_size=preset.replay.size)
+    replay = PtanReplay(buffer, preset.dqn)
     # ptan steps the env inside populate(): the env's stages are split out of that section
     # (ptan populate/<stage>) and "ptan populate/rest" is ptan's experience and buffer
     # bookkeeping, the replay add of this mode.
@@ -81,14 +83,23 @@ def run_baseline(run: Run) -> None:
                     run.game(game)
                 env.finished.clear()
             for _ in range(run.updates_due(collected)):
-                with prof.section("replay sample"):
-                    batch = unpack_ptan(buffer.sample(preset.dqn.batch_size), preset.dqn)
-                run.learner.step(batch)
+                run.learn(replay)
             with prof.section("logging + checkpoints"):
                 run.periodic(len(buffer) / preset.replay.size)
     finally:
         prof.stop()
         env.close()
+
+
+class PtanReplay:
+    """ptan's buffer as the learner samples a replay (``learner.Replay``). ptan draws with
+    Python's ``random``, as the book's loop does, so ``rng`` is not used."""
+
+    def __init__(self, buffer: Any, dqn: DQNConfig) -> None:
+        self.buffer, self.dqn = buffer, dqn
+
+    def sample(self, batch_size: int, rng: np.random.Generator, out: Batch | None = None) -> Batch:
+        return unpack_ptan(self.buffer.sample(batch_size), self.dqn)
 
 
 def unpack_ptan(batch: list[Any], dqn: Any) -> Batch:

@@ -40,6 +40,6 @@ def _loop(run: Run, actor: Actor, replay: FrameReplay) -> None:
             for game in games:
                 run.game(game)
         for _ in range(run.updates_due(collected)):
-            run.update(replay)
+            run.learn(replay)
         with prof.section("logging + checkpoints"):
             run.periodic(len(replay) / size)

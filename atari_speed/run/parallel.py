@@ -250,7 +250,7 @@ def _learn(run: Run, shared: Shared, credits: Any, messages: Any, procs: list[mp
     while not run.done:
         finished, produced = hear_actors(run, shared, messages, procs, produced)
         if run.updates_due(produced) > 0:
-            run.update(shared.replay)
+            run.learn(shared.replay)
             for _ in range(dqn.train_every):
                 credits.release()
             if run.learner.updates % run.preset.run.publish_every == 0:
@@ -289,7 +289,7 @@ def _learn_rollouts(run: Run, shared: Shared, messages: Any, procs: list[mp.Proc
         r = int(shared.control[CONSUMED])
         if shared.filled.min() > r:
             rollout = shared.rollouts[r % SLOTS]
-            run.learner.learn(rollout, run.decay_progress(), run.rng)
+            run.learn(rollout)
             with prof.section("publish weights"):
                 publish(shared, run.learner.net)
             shared.control[CONSUMED] = r + 1  # after publishing: the slot's next rollout

@@ -46,12 +46,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from atari_speed.agent.actor import Actor, Game
+from atari_speed.agent.actor import Actor, Game, Sink
 from atari_speed.agent.networks import build_network
 from atari_speed.agent.replay import FrameReplay
 from atari_speed.agent.rollout import RolloutStore
@@ -69,6 +69,22 @@ NODE_GRACE = 60.0  # seconds for Ray to mark dead a node whose actor stopped ans
 
 
 # ---------------------------------------------------------------- the actor side
+
+
+class BatchSink(Sink, Protocol):
+    """The sink a Ray actor fills, from ``clear()`` until ``full``, and sends the learner in
+    one piece: DQN's ``StepRecorder`` or PQN's ``RolloutStore``."""
+
+    @property
+    def full(self) -> bool: ...
+
+    def clear(self) -> None: ...
+
+    def finish(self, next_obs: np.ndarray) -> None:
+        """Record the observation after the last step, where the batch needs it."""
+
+    def send(self) -> dict[str, Any]:
+        """The finished batch, as arrays to send."""
 
 
 @dataclass
@@ -93,7 +109,16 @@ class StepRecorder:
             "truncated": np.empty(grid, bool),
         }
 
-    def put_obs(self, obs: np.ndarray, cols: slice = slice(None)) -> None:
+    @property
+    def full(self) -> bool:
+        return self.t == self.steps
+
+    def clear(self) -> None:
+        self.t, self.finals = 0, {}
+
+    def put_obs(
+        self, obs: np.ndarray, cols: slice = slice(None), values: np.ndarray | None = None
+    ) -> None:
         self.arrays["frames"][self.t] = obs[:, -self.frame_shape[0] :]
 
     def commit(
@@ -113,10 +138,14 @@ class StepRecorder:
             self.finals[t] = np.asarray(final_obs)[:, -self.frame_shape[0] :].copy()
         self.t += 1
 
-    def take(self) -> dict[str, Any]:
+    def finish(self, next_obs: np.ndarray) -> None:
+        """Nothing to record: the learner's replay takes the observation after the last
+        step from the actor's next batch."""
+
+    def send(self) -> dict[str, Any]:
         """The steps recorded, as arrays to send, and a fresh start."""
         batch = {**{k: v.copy() for k, v in self.arrays.items()}, "finals": self.finals}
-        self.t, self.finals = 0, {}
+        self.clear()
         return batch
 
 
@@ -150,7 +179,7 @@ class RayActor:
         venv = make_vector_env(
             plan.pipeline, preset.env.game, preset.run.envs, backend=preset.env.backend
         )
-        self.recorder: StepRecorder | RolloutStore
+        self.recorder: BatchSink
         if preset.dqn.algorithm == "pqn":
             self.recorder = RolloutStore(venv.num_envs, preset.pqn.rollout, plan.obs_shape)
         else:
@@ -180,15 +209,11 @@ class RayActor:
             load_flat(self.net, torch.from_numpy(weights))
         games: list[Game] = []
         recorder = self.recorder
-        if isinstance(recorder, RolloutStore):
-            recorder.clear()
-            while not recorder.full:
-                games += self.actor.step(epsilon)
-            recorder.finish(self.actor.obs)
-            return recorder.send(), games
-        for _ in range(recorder.steps):
+        recorder.clear()
+        while not recorder.full:
             games += self.actor.step(epsilon)
-        return recorder.take(), games
+        recorder.finish(self.actor.obs)
+        return recorder.send(), games
 
 
 # ---------------------------------------------------------------- the learner side
@@ -584,7 +609,7 @@ def _learn(run: Run, actors: RayActors, replay: FrameReplay) -> None:
             for game in games:
                 run.game(game)
         for _ in range(run.updates_due(collected)):
-            run.update(replay)
+            run.learn(replay)
             if run.learner.updates % cfg.publish_every == 0:
                 with prof.section("publish weights"):
                     actors.publish(run.learner.net)
@@ -618,7 +643,7 @@ def _learn_rollouts(run: Run, actors: RayActors) -> None:
             with prof.section("ray batches"):
                 for i, batch in arrived.pop(trained).items():
                     rollout.put_columns(batch, actors.columns(i))
-            run.learner.learn(rollout, run.decay_progress(), run.rng)
+            run.learn(rollout)
             trained += 1
             with prof.section("publish weights"):
                 actors.publish(run.learner.net)

@@ -28,7 +28,7 @@ def run_pqn(run: Run) -> None:
                     for game in games:
                         run.game(game)
             rollout.finish(actor.obs)
-            run.learner.learn(rollout, run.decay_progress(), run.rng)
+            run.learn(rollout)
             with prof.section("logging + checkpoints"):
                 run.periodic(buffer_fill=1.0)
     finally:

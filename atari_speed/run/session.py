@@ -18,10 +18,11 @@ import numpy as np
 import torch
 
 from atari_speed.agent.actor import Game
-from atari_speed.agent.learner import Learner
+from atari_speed.agent.learner import Replay
+from atari_speed.agent.learning import Learning, make_learner
 from atari_speed.agent.networks import build_network
-from atari_speed.agent.pqn import QLambdaLearner
-from atari_speed.agent.replay import Batch, FrameReplay
+from atari_speed.agent.replay import FrameReplay
+from atari_speed.agent.rollout import RolloutStore
 from atari_speed.agent.schedules import UpdateSchedule, epsilon_at
 from atari_speed.core.errors import ConfigError
 from atari_speed.core.timing import Profiler
@@ -48,27 +49,10 @@ class Run:
         self.profiles: dict[str, dict[str, Any]] = {}
         torch.manual_seed(preset.run.seed)
         net = build_network(preset.dqn, plan.obs_shape, plan.actions)
-        self.learner: Learner | QLambdaLearner
-        if preset.dqn.algorithm == "pqn":
-            self.learner = QLambdaLearner(
-                net,
-                preset.dqn,
-                preset.pqn,
-                plan.device,
-                bf16=plan.bf16,
-                prof=self.prof,
-                channels_last=preset.run.channels_last,
-            )
-        else:
-            self.learner = Learner(
-                net,
-                preset.dqn,
-                plan.device,
-                channels_last=preset.run.channels_last,
-                bf16=plan.bf16,
-                prof=self.prof,
-            )
-        self.schedule = UpdateSchedule(preset.dqn.train_every, preset.replay.initial)
+        self.learner: Learning = make_learner(
+            preset, net, plan.device, bf16=plan.bf16, prof=self.prof
+        )
+        self.schedule = UpdateSchedule.of(preset)  # DQN's: what the replay loops ask
         self.rng = np.random.default_rng(preset.run.seed)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.tracker = Tracker(plan, run_dir)
@@ -84,7 +68,6 @@ class Run:
         self.next_eval = self.frames + preset.eval.every
         self.next_replay_save = self.frames + preset.run.replay_save_every
         self.evaluation: Evaluation | None = None
-        self._batch: Batch | None = None  # reused between samples
 
     def vector_env(self) -> VectorEnv:
         """The plan's envs (``run.envs`` of them) on its backend, timed under --profile."""
@@ -191,11 +174,10 @@ class Run:
         with self.prof.section("replay save"):
             save_replay(self.replay, self.run_dir / REPLAY_FILE, self.frames)
 
-    def update(self, replay: FrameReplay) -> None:
-        """One SGD update on a batch sampled from ``replay``."""
-        with self.prof.section("replay sample"):
-            self._batch = replay.sample(self.preset.dqn.batch_size, self.rng, self._batch)
-        self.learner.step(self._batch)
+    def learn(self, source: Replay | RolloutStore) -> None:
+        """Learn from what the actors filled: one SGD update on a batch sampled from DQN's
+        replay, or PQN's epochs over a full rollout (``Learning.learn``)."""
+        self.learner.learn(source, self.decay_progress(), self.rng)
 
     # ------------------------------------------------------------ bookkeeping
 

@@ -19,6 +19,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from atari_speed.agent.actor import Game
+from atari_speed.agent.schedules import update_schedule
 from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.plan import Plan
 
@@ -251,20 +252,7 @@ class Tracker:
     def update_to_data(self) -> dict[str, Any]:
         """Gradient samples per frame: DQN's batch per train_every frames; PQN's epochs
         over every transition of a rollout."""
-        dqn, pqn = self.plan.preset.dqn, self.plan.preset.pqn
-        if dqn.algorithm == "pqn":
-            size = self.plan.total_envs * pqn.rollout
-            return {
-                "rollout": size,
-                "minibatch": size // pqn.minibatches,
-                "epochs": pqn.epochs,
-                "samples_per_frame": float(pqn.epochs),
-            }
-        return {
-            "batch_size": dqn.batch_size,
-            "train_every": dqn.train_every,
-            "samples_per_frame": dqn.batch_size / dqn.train_every,
-        }
+        return update_schedule(self.plan.preset, self.plan.total_envs).update_to_data()
 
     def fps_after_warmup(self) -> float | None:
         """Frames per second since the first SGD update: the training speed proper."""

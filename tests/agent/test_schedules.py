@@ -1,11 +1,18 @@
-"""Exploration and the update-to-data schedule every mode shares."""
+"""Exploration and the update-to-data schedules: DQN's per frame, PQN's per rollout."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from atari_speed.agent.schedules import UpdateSchedule, actor_epsilon, epsilon_at
-from atari_speed.core.config import ExploreConfig
+from atari_speed.agent.schedules import (
+    RolloutSchedule,
+    UpdateSchedule,
+    actor_epsilon,
+    epsilon_at,
+    update_schedule,
+)
+from atari_speed.core.config import ExploreConfig, load_preset
 
 
 def test_epsilon_decays_linearly_then_stays():
@@ -25,7 +32,7 @@ def test_per_actor_fixed_epsilons():
 
 
 def test_one_update_per_train_every_frames_after_the_warm_up():
-    schedule = UpdateSchedule(train_every=3, initial=200)
+    schedule = UpdateSchedule(train_every=3, initial=200, batch=32)
     assert [schedule.due(f) for f in (0, 200, 202, 203, 205, 206, 600)] == [0, 0, 0, 1, 1, 2, 133]
 
 
@@ -34,7 +41,7 @@ def test_actor_credits_never_deadlock(train_every, step):
     # Actors take one credit a frame, in whole steps of `step` frames; the learner returns
     # train_every credits per update it makes, when one is due. Whatever the ratio, some
     # side can always move, and actors never get further ahead than their credits.
-    schedule = UpdateSchedule(train_every=train_every, initial=50)
+    schedule = UpdateSchedule(train_every=train_every, initial=50, batch=32)
     credits, frames, updates = schedule.actor_credits(step), 0, 0
     for _ in range(5000):
         if credits >= step:
@@ -54,14 +61,54 @@ def test_two_actors_take_the_two_ends_of_the_spread():
 
 
 def test_no_update_is_due_before_the_warm_up_ends_even_at_one_frame_per_update():
-    schedule = UpdateSchedule(train_every=1, initial=200)
+    schedule = UpdateSchedule(train_every=1, initial=200, batch=32)
     assert [schedule.due(f) for f in (0, 199, 200, 201, 250)] == [0, 0, 0, 1, 50]
 
 
 def test_actor_credits_are_the_warm_up_left_plus_the_lead():
-    schedule = UpdateSchedule(train_every=3, initial=50)
+    schedule = UpdateSchedule(train_every=3, initial=50, batch=32)
     assert schedule.actor_credits(4) == 50 + 2 * 4 + 3
     # a resumed replay that restored 30 transitions needs 20 more before learning
     assert schedule.actor_credits(4, restored=30) == 20 + 2 * 4 + 3
     # one that restored more than the warm-up needs none: the lead alone
     assert schedule.actor_credits(4, restored=80) == 2 * 4 + 3
+
+
+def test_a_rollout_schedule_samples_every_transition_once_an_epoch():
+    schedule = RolloutSchedule(transitions=12, epochs=2, minibatches=3)
+    batches = list(schedule.minibatch_indices(np.random.default_rng(0)))
+    assert len(batches) == schedule.updates == 6
+    assert all(len(b) == schedule.batch == 4 for b in batches)
+    for epoch in (batches[:3], batches[3:]):
+        assert sorted(np.concatenate(epoch)) == list(range(12))
+    assert not np.array_equal(np.concatenate(batches[:3]), np.concatenate(batches[3:]))
+    assert schedule.updates_per_frame == 6 / 12
+
+
+def test_a_rollout_schedule_draws_a_shuffle_per_epoch_as_it_begins():
+    # the learner's RNG sees the same draws as a permutation per epoch, in turn
+    rng, expected = np.random.default_rng(7), np.random.default_rng(7)
+    schedule = RolloutSchedule(transitions=10, epochs=3, minibatches=2)  # 5 a minibatch
+    got = np.concatenate(list(schedule.minibatch_indices(rng)))
+    assert np.array_equal(got, np.concatenate([expected.permutation(10) for _ in range(3)]))
+
+
+def test_the_preset_picks_its_schedule_and_its_update_to_data():
+    dqn = load_preset("pong-nenv")
+    schedule = update_schedule(dqn, envs=8)
+    assert schedule == UpdateSchedule(dqn.dqn.train_every, dqn.replay.initial, dqn.dqn.batch_size)
+    assert schedule.update_to_data() == {
+        "batch_size": 96,
+        "train_every": 3,
+        "samples_per_frame": 32.0,
+    }
+    assert schedule.updates_per_frame == 1 / 3
+    pqn = load_preset("pong-pqn")  # 32 steps, 2 epochs x 8 minibatches
+    schedule = update_schedule(pqn, envs=4)
+    assert schedule == RolloutSchedule(4 * 32, 2, 8)
+    assert schedule.update_to_data() == {
+        "rollout": 128,
+        "minibatch": 16,
+        "epochs": 2,
+        "samples_per_frame": 2.0,
+    }

@@ -65,7 +65,7 @@ def test_a_batch_written_by_the_learner_equals_what_the_actor_writes_itself():
             for _ in range(25):
                 actor.step(1.0)
             if not sink_for_replay:
-                assert write_batch(recorder.take(), replay, cols) == 50
+                assert write_batch(recorder.send(), replay, cols) == 50
         venv.close()
         return replay
 

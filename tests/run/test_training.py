@@ -468,7 +468,7 @@ def test_one_presets_update_to_data_ratio_holds_in_n_env_and_parallel_mode(tmp_p
     s = summary(tmp_path)
     assert s["update_to_data"] == {"batch_size": 96, "train_every": 3, "samples_per_frame": 32.0}
     data = load_checkpoint(tmp_path / "checkpoint.pt")
-    schedule = UpdateSchedule(train_every=3, initial=200)
+    schedule = UpdateSchedule(train_every=3, initial=200, batch=32)
     due, updates = schedule.due(data.frames), data.learner["updates"]
     if actors == "0":
         assert s["mode"] == "n-env" and updates == due
