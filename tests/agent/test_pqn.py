@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from atari_speed.agent.networks import DQN
-from atari_speed.agent.pqn import QLambdaLearner
+from atari_speed.agent.pqn import INFERENCE_BATCH, QLambdaLearner
 from atari_speed.agent.rollout import RolloutStore, q_lambda_returns
 from atari_speed.core.config import DQNConfig, PQNConfig
+from atari_speed.core.timing import Profiler
 
-SHAPE = (2, 36, 36)
+SHAPE = (2, 10, 10)  # the smallest input the small CNN accepts: a fast test
 
 
 def filled_rollout(
@@ -37,7 +38,7 @@ def filled_rollout(
 
 def learner(bf16: bool = False, channels_last: bool = False, **pqn) -> QLambdaLearner:
     torch.manual_seed(0)
-    net = DQN(SHAPE, 3, network="nature", layer_norm=True)
+    net = DQN(SHAPE, 3, network="small", layer_norm=True)
     cfg = DQNConfig(algorithm="pqn", learning_rate=1e-3, gamma=0.9, layer_norm=True)
     return QLambdaLearner(
         net, cfg, PQNConfig(**pqn), torch.device("cpu"), bf16=bf16, channels_last=channels_last
@@ -176,3 +177,126 @@ def test_a_learner_restored_from_its_state_goes_on_exactly_as_the_original():
         assert torch.equal(p, q), name
     assert restored.updates == 4
     assert restored.optimizer.state_dict()["state"][0]["step"] == 4  # RAdam's state came too
+
+
+class Lookup(torch.nn.Module):
+    """Q(s, a) = q[s, a], s the observation's first pixel: a network set by hand."""
+
+    def __init__(self, q: list[list[float]]) -> None:
+        super().__init__()
+        self.q = torch.nn.Parameter(torch.tensor(q, dtype=torch.float32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.q[x.reshape(len(x), -1)[:, 0].long()]
+
+
+def hand_set(huber: bool = False, **pqn) -> QLambdaLearner:
+    """Q(s0) = (0, 3), Q(s1) = (1, 5); learning rate 0.1, Adam's eps 0.5."""
+    cfg = DQNConfig(algorithm="pqn", learning_rate=0.1, adam_eps=0.5, huber=huber)
+    net = Lookup([[0.0, 3.0], [1.0, 5.0]])
+    return QLambdaLearner(net, cfg, PQNConfig(**pqn), torch.device("cpu"))
+
+
+def step_towards(pqn: QLambdaLearner, target: float) -> None:
+    """One update of Q(s0, 1) towards ``target``."""
+    pqn.step(
+        torch.zeros((1, 1, 1, 1), dtype=torch.uint8), torch.tensor([1]), torch.tensor([target])
+    )
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "huber", "max_grad_norm", "moved"),
+    [
+        # (q - 2.8)^2 at q = 3: gradient 0.4. RAdam's first step is unrectified: the
+        # bias-corrected momentum times the learning rate, 0.1 * 0.4
+        ("radam", False, 0.0, 0.1 * 0.4),
+        ("radam", True, 0.0, 0.1 * 0.2),  # Huber within 1 of the target: gradient 0.2
+        ("radam", False, 0.1, 0.1 * 0.1),  # the gradient's norm 0.4 clipped to 0.1
+        ("radam", False, 1.0, 0.1 * 0.4),  # ... and not where it is within the norm
+        ("adam", False, 0.0, 0.1 * 0.4 / (0.4 + 0.5)),  # Adam: lr * g / (|g| + eps)
+    ],
+)
+def test_one_step_with_hand_set_q_values(optimizer, huber, max_grad_norm, moved):
+    pqn = hand_set(huber, optimizer=optimizer, max_grad_norm=max_grad_norm)
+    step_towards(pqn, 2.8)
+    q = pqn.net.q.detach()
+    assert q[0, 1].item() == pytest.approx(3 - moved, rel=1e-6)
+    assert q[0, 0] == 0.0 and q[1].tolist() == [1.0, 5.0], "only the taken action moves"
+    assert pqn.pop_loss() == pytest.approx(0.02 if huber else 0.04, rel=1e-5)
+    assert pqn.updates == 1
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_every_transition_is_trained_on_once_per_epoch_with_its_own_target(channels_last):
+    rollout = filled_rollout()
+    rollout.actions[:] = np.arange(32).reshape(8, 4)  # names each transition
+    pqn = learner(epochs=3, minibatches=4, channels_last=channels_last)
+    targets = pqn.targets(rollout).reshape(-1)
+    obs = rollout.obs.reshape(32, *SHAPE)
+    seen = []
+
+    def step(o: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor) -> None:
+        assert len(actions) == 8  # 32 transitions in 4 minibatches
+        taken = actions.numpy()
+        assert np.array_equal(o.numpy(), obs[taken]) and returns.numpy() == pytest.approx(
+            targets[taken]
+        )
+        layout = torch.channels_last if channels_last else torch.contiguous_format
+        assert o.is_contiguous(memory_format=layout)  # in the network's layout already
+        seen.extend(taken.tolist())
+
+    pqn.step = step
+    pqn.learn(rollout, 0.0, np.random.default_rng(0))
+    assert len(seen) == 3 * 32
+    for epoch in range(3):
+        assert sorted(seen[32 * epoch : 32 * (epoch + 1)]) == list(range(32))
+    assert seen[:32] != seen[32:64], "each epoch shuffles anew"
+
+
+@pytest.mark.parametrize(("lr_decay", "progress", "lr"), [(False, 0.5, 0.1), (True, 1.5, 0.0)])
+def test_learning_rate_is_kept_without_decay_and_never_negative(lr_decay, progress, lr):
+    pqn = hand_set(lr_decay=lr_decay, epochs=1, minibatches=1)
+    rollout = RolloutStore(1, 1, (1, 1, 1))
+    rollout.put_obs(np.zeros((1, 1, 1, 1), np.uint8))
+    rollout.commit(np.ones(1), np.zeros(1), np.array([True]))
+    rollout.finish(np.zeros((1, 1, 1, 1), np.uint8))
+    pqn.learn(rollout, progress, np.random.default_rng(0))
+    assert pqn.optimizer.param_groups[0]["lr"] == lr
+
+
+def test_the_update_phases_are_timed_under_their_report_names():
+    pqn = learner(epochs=2, minibatches=4)
+    pqn.prof = Profiler(enabled=True)
+    pqn.learn(filled_rollout(), 0.0, np.random.default_rng(0))
+    assert pqn.prof.calls == {"returns": 1, "host-to-device copy": 8, "sgd step": 8}
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_bf16_autocasts_the_networks_passes_and_fp32_does_not(bf16):
+    pqn = learner(bf16=bf16)
+    dtypes = []
+    pqn.net.conv[0].register_forward_hook(lambda _, __, out: dtypes.append(out.dtype))
+    obs = filled_rollout().obs[0]
+    values = pqn.max_q(obs)
+    step_obs = torch.from_numpy(obs)
+    pqn.step(step_obs, torch.zeros(4, dtype=torch.int64), torch.zeros(4))
+    assert dtypes == [torch.bfloat16 if bf16 else torch.float32] * 2
+    if not bf16:  # exactly the fp32 network's own values
+        with torch.no_grad():
+            assert values.tolist() == learner().net(step_obs).max(dim=1).values.tolist()
+
+
+def test_max_q_goes_over_any_number_of_observations_in_chunks():
+    pqn = QLambdaLearner(Table(), DQNConfig(algorithm="pqn"), PQNConfig(), torch.device("cpu"))
+    obs = (np.arange(2 * INFERENCE_BATCH + 5) % 256).astype(np.uint8).reshape(-1, 1, 1, 1)
+    assert pqn.max_q(obs).tolist() == obs.reshape(-1).tolist()  # max_a Q = the pixel
+    empty = pqn.max_q(obs[:0])
+    assert empty.shape == (0,) and empty.dtype == np.float32
+
+
+def test_the_network_goes_to_the_learners_device():
+    # torch's "meta" device holds tensors without data: no GPU is needed to see the move
+    pqn = QLambdaLearner(
+        Lookup([[0.0]]), DQNConfig(algorithm="pqn"), PQNConfig(), torch.device("meta")
+    )
+    assert pqn.net.q.device.type == "meta"
