@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from atari_speed.agent.learner import Learner
+from atari_speed.agent.learner import Learner, LossMeter
 from atari_speed.agent.networks import DQN
 from atari_speed.agent.replay import Batch
 from atari_speed.core.config import DQNConfig
+from atari_speed.core.timing import Profiler
 
 SHAPE = (1, 36, 36)  # the smallest input the Nature CNN accepts
 GAMMA = 0.9
@@ -210,3 +211,48 @@ def test_a_learner_restored_from_its_state_goes_on_exactly_as_the_original():
         for (name, p), q in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
             assert torch.equal(p, q), name
     assert restored.updates == 6
+
+
+def test_the_loss_meter_gives_the_mean_since_it_was_last_read():
+    meter = LossMeter(torch.device("cpu"))
+    assert meter.pop() is None, "no loss added: nothing to report"
+    meter.add(torch.tensor(1.0, requires_grad=True))
+    meter.add(torch.tensor(4.0))
+    assert meter.pop() == pytest.approx(2.5)
+    assert meter.pop() is None
+    meter.add(torch.tensor(6.0))  # the sum and the count both started again
+    assert meter.pop() == pytest.approx(6.0)
+
+
+def test_adams_first_step_is_learning_rate_times_the_gradient_over_its_size_plus_eps():
+    # The loss (q - 2.8)^2 at q = Q(s0, 1) = 3 has gradient 0.4. Adam's first step,
+    # bias-corrected, moves q by lr * g / (|g| + eps) = 0.1 * 0.4 / (0.4 + 0.5).
+    cfg = DQNConfig(gamma=0.9, double=True, learning_rate=0.1, adam_eps=0.5)
+    learner = Learner(Table([[0.0, 3.0], [1.0, 5.0]]), cfg, torch.device("cpu"))
+    with torch.no_grad():
+        learner.target.target_model.q.copy_(torch.tensor([[0.0, 0.0], [7.0, 2.0]]))
+    learner.step(Batch(**{k: v.numpy() for k, v in one_transition(0.9).items()}))
+    assert learner.net.q[0, 1].item() == pytest.approx(3 - 0.1 * 0.4 / 0.9, rel=1e-6)
+    assert learner.pop_loss() == pytest.approx((3 - 2.8) ** 2, rel=1e-5)
+
+
+def test_the_update_phases_are_timed_under_their_report_names():
+    prof = Profiler(enabled=True)
+    cfg = DQNConfig(target_sync=2)
+    learner = Learner(Table([[0.0, 3.0], [1.0, 5.0]]), cfg, torch.device("cpu"), prof=prof)
+    for _ in range(4):
+        learner.step(Batch(**{k: v.numpy() for k, v in one_transition(0.9).items()}))
+    assert prof.calls == {"host-to-device copy": 4, "sgd step": 4, "target sync": 2}
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_channels_last_puts_the_networks_conv_weights_in_that_layout(channels_last):
+    learner = Learner(
+        DQN((4, 10, 10), 3, network="small"),
+        DQNConfig(),
+        torch.device("cpu"),
+        channels_last=channels_last,
+    )
+    weight = learner.net.conv[0].weight
+    assert weight.is_contiguous(memory_format=torch.channels_last) == channels_last
+    assert weight.is_contiguous() != channels_last
