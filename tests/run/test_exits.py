@@ -92,7 +92,7 @@ def test_an_error_in_the_parallel_learner_stops_the_actors_and_frees_shared_memo
         "from atari_speed.agent.pqn import QLambdaLearner\n"
         "def boom(*args, **kwargs):\n"
         "    raise RuntimeError('learner boom')\n"
-        + ("Run.update = boom\n" if algorithm == "dqn" else "QLambdaLearner.learn = boom\n")
+        + ("Run.learn = boom\n" if algorithm == "dqn" else "QLambdaLearner.learn = boom\n")
     )
     preset = "pong-parallel" if algorithm == "dqn" else "pong-pqn"
     args = ["--preset", preset, "--mode", "parallel", "--frames", "100000"]
