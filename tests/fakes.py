@@ -6,6 +6,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 
 class _Lives:
@@ -78,3 +79,14 @@ class FakeAtari(gym.Env):
                 self.lives_now = self.lives_script[start]
         ended = self.t >= self.game_length or self.end_game_on.get(int(action)) == self.t
         return self.frame(), self.rewards.get(self.t, 0.0), ended, False, {}
+
+
+class Table(torch.nn.Module):
+    """Q(s, a) = q[s, a], s the observation's first pixel: a network set by hand."""
+
+    def __init__(self, q: list[list[float]]) -> None:
+        super().__init__()
+        self.q = torch.nn.Parameter(torch.tensor(q, dtype=torch.float32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.q[x.reshape(len(x), -1)[:, 0].long()]

@@ -13,6 +13,7 @@ from atari_speed.agent.networks import DQN
 from atari_speed.agent.replay import Batch
 from atari_speed.core.config import DQNConfig
 from atari_speed.core.timing import Profiler
+from tests.fakes import Table
 
 SHAPE = (1, 36, 36)  # the smallest input the Nature CNN accepts
 GAMMA = 0.9
@@ -117,17 +118,6 @@ def test_a_channels_last_network_takes_its_frames_channels_last_and_answers_alik
     with torch.no_grad():
         assert torch.allclose(plain(frames), last(frames), atol=1e-5)
     assert seen == [False, True]  # the float frames reach the first conv in its layout
-
-
-class Table(torch.nn.Module):
-    """Q-values looked up by an observation's first pixel: a network set by hand."""
-
-    def __init__(self, q: list[list[float]]) -> None:
-        super().__init__()
-        self.q = torch.nn.Parameter(torch.tensor(q, dtype=torch.float32))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.q[x.reshape(len(x), -1)[:, 0].long()]
 
 
 def one_transition(discount: float) -> dict[str, torch.Tensor]:

@@ -14,6 +14,7 @@ from atari_speed.agent.pqn import INFERENCE_BATCH, QLambdaLearner
 from atari_speed.agent.rollout import RolloutStore, q_lambda_returns
 from atari_speed.core.config import DQNConfig, PQNConfig
 from atari_speed.core.timing import Profiler
+from tests.fakes import Table as Lookup
 
 SHAPE = (2, 10, 10)  # the smallest input the small CNN accepts: a fast test
 
@@ -177,17 +178,6 @@ def test_a_learner_restored_from_its_state_goes_on_exactly_as_the_original():
         assert torch.equal(p, q), name
     assert restored.updates == 4
     assert restored.optimizer.state_dict()["state"][0]["step"] == 4  # RAdam's state came too
-
-
-class Lookup(torch.nn.Module):
-    """Q(s, a) = q[s, a], s the observation's first pixel: a network set by hand."""
-
-    def __init__(self, q: list[list[float]]) -> None:
-        super().__init__()
-        self.q = torch.nn.Parameter(torch.tensor(q, dtype=torch.float32))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.q[x.reshape(len(x), -1)[:, 0].long()]
 
 
 def hand_set(huber: bool = False, **pqn) -> QLambdaLearner:
