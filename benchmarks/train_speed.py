@@ -230,6 +230,19 @@ def learner_ceiling(seconds: float, channels_last: bool) -> float:
     return updates / (time.perf_counter() - start)
 
 
+def fps_of(summary: dict) -> float:
+    """FPS after the warm-up, NaN for a run that made no update in its time (a loaded
+    machine can spend a short run's seconds starting up)."""
+    fps = summary["fps_after_warmup"]
+    return float("nan") if fps is None else float(fps)
+
+
+def median_or_nan(values: list[float]) -> float:
+    """The median of the runs that measured something; NaN if none did."""
+    kept = [v for v in values if v == v]
+    return statistics.median(kept) if kept else float("nan")
+
+
 def compare_trees(args: argparse.Namespace, extra: list[str]) -> None:
     """Every row on every tree, alternating within each repetition; FPS medians and each
     tree's ratio to the first."""
@@ -240,21 +253,22 @@ def compare_trees(args: argparse.Namespace, extra: list[str]) -> None:
             for name in args.rows:
                 for tree in trees:
                     s = run_row(ALL_ROWS[name], args.seconds, args.warmup, extra, tree)
-                    fps[name, tree].append(s["fps_after_warmup"])
+                    fps[name, tree].append(fps_of(s))
                     bar.update()
+    if args.json:  # the raw runs first: the table below cannot lose them
+        runs = {f"{name} @ {tree}": v for (name, tree), v in fps.items()}
+        Path(args.json).write_text(json.dumps({"args": str(vars(args)), "runs": runs}, indent=2))
     print(
         f"\nTraining FPS after warm-up, pong-baseline hyperparameters, {args.seconds:g} s per "
         f"run, median of {args.reps} (runs alternate between the trees)\n"
     )
-    print("| mode | " + " | ".join(str(t) for t in trees) + " | ratio to the first |")
-    print("|---|" + "---:|" * (len(trees) + 1))
+    print("| mode | " + " | ".join(str(t) for t in trees) + " | ratio to the first | runs |")
+    print("|---|" + "---:|" * (len(trees) + 1) + "---|")
     for name in args.rows:
-        medians = [statistics.median(fps[name, t]) for t in trees]
+        medians = [median_or_nan(fps[name, t]) for t in trees]
         ratios = ", ".join(f"{m / medians[0]:.2f}x" for m in medians[1:])
-        print(f"| {name} | " + " | ".join(f"{m:.1f}" for m in medians) + f" | {ratios} |")
-    if args.json:
-        runs = {f"{name} @ {tree}": v for (name, tree), v in fps.items()}
-        Path(args.json).write_text(json.dumps({"args": str(vars(args)), "runs": runs}, indent=2))
+        runs = "; ".join(", ".join(f"{v:.1f}" for v in fps[name, t]) for t in trees)
+        print(f"| {name} | " + " | ".join(f"{m:.1f}" for m in medians) + f" | {ratios} | {runs} |")
 
 
 def main() -> None:
@@ -312,7 +326,7 @@ def main() -> None:
                 results[name].append(run_row(ALL_ROWS[name], args.seconds, args.warmup, extra))
                 bar.update()
     first = args.rows[0]
-    base = statistics.median(s["fps_after_warmup"] for s in results[first])
+    base = median_or_nan([fps_of(s) for s in results[first]])
     print(
         f"\nTraining FPS after warm-up, {args.seconds:g} s per run, median of {args.reps}; "
         f"torch threads {results[first][0]['torch_threads']}, device "
@@ -322,8 +336,8 @@ def main() -> None:
     print("|---|---:|---:|---:|---|")
     rows = []
     for name in args.rows:
-        runs = [s["fps_after_warmup"] for s in results[name]]
-        fps = statistics.median(runs)
+        runs = [fps_of(s) for s in results[name]]
+        fps = median_or_nan(runs)
         samples = results[name][0]["update_to_data"].get("samples_per_frame", float("nan"))
         rows.append({"mode": name, "fps_after_warmup": fps, "ratio": fps / base, "runs": runs})
         print(
