@@ -13,6 +13,12 @@ for a fixed wall-clock time; FPS is measured after the replay warm-up.
 ``--trees`` runs every row on each checkout given (another worktree of this repo, say the
 commit before a change), alternating between them within each repetition, so a change is
 compared with what it changed in one run on one machine.
+On a machine busy with other work, ``--cpu-frames N`` makes every run train N frames
+and compares the CPU seconds each spent per 1,000 frames, which the other work changes
+far less than wall time (a short run there may not even finish starting in its seconds):
+
+    OMP_NUM_THREADS=1 uv run benchmarks/train_speed.py --trees ../before . --cpu-frames 16384 \
+        --rows "PQN n-env, 16 envs x 64 steps" --reps 3
 
 Rows run one after another, repeated ``--reps`` times in turn (so drift of a noisy
 machine spreads over all rows), and each row reports the median. Every row uses the same
@@ -23,10 +29,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+from math import nan
 from pathlib import Path
 
 from tqdm import tqdm
@@ -166,26 +174,36 @@ ALL_ROWS = {**ROWS, **PQN_ROWS, **RAY_ROWS}
 
 
 def run_row(
-    args: list[str], seconds: float, warmup: int, extra: list[str], tree: Path = ROOT
+    args: list[str],
+    seconds: float,
+    warmup: int,
+    extra: list[str],
+    tree: Path = ROOT,
+    frames: int | None = None,
 ) -> dict:
+    """One ``train.py`` run of a row: for ``seconds`` of wall time, or, given ``frames``,
+    for exactly that many frames, with the CPU seconds it and its processes spent
+    (``cpu_seconds`` in the summary it returns)."""
+    budget = ["--frames", str(frames)] if frames else ["--frames", "100000000"]
+    budget += [] if frames else ["--set", f"run.seconds={seconds}"]
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             sys.executable,
             str(tree / "train.py"),
             "--preset",
             "pong-baseline",
-            "--frames",
-            "100000000",
             "--run-dir",
             tmp,
-            "--set",
-            f"run.seconds={seconds}",
+            *budget,
             "--set",
             f"replay.initial={warmup}",
             *args,
             *extra,
         ]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=tree)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if out.returncode != 0:  # report it and keep the other rows' numbers
             print(f"\n{' '.join(cmd)} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
             return {
@@ -194,7 +212,7 @@ def run_row(
                 "device": None,
                 "update_to_data": {"train_every": float("nan")},
             }
-        return json.loads((Path(tmp) / "summary.json").read_text())
+        return {**json.loads((Path(tmp) / "summary.json").read_text()), "cpu_seconds": cpu}
 
 
 def learner_ceiling(seconds: float, channels_last: bool) -> float:
@@ -244,31 +262,39 @@ def median_or_nan(values: list[float]) -> float:
 
 
 def compare_trees(args: argparse.Namespace, extra: list[str]) -> None:
-    """Every row on every tree, alternating within each repetition; FPS medians and each
-    tree's ratio to the first."""
+    """Every row on every tree, alternating within each repetition; the medians and each
+    tree's ratio to the first. With ``--cpu-frames`` every run trains that many frames and
+    the figure is CPU seconds per 1,000 frames (lower is faster), which a machine busy
+    with other work changes far less than it changes wall time."""
     trees = [t.resolve() for t in args.trees]
-    fps: dict[tuple[str, Path], list[float]] = {(r, t): [] for r in args.rows for t in trees}
+    per_k = args.cpu_frames
+    runs: dict[tuple[str, Path], list[float]] = {(r, t): [] for r in args.rows for t in trees}
     with tqdm(total=args.reps * len(args.rows) * len(trees), desc="runs") as bar:
         for _ in range(args.reps):
             for name in args.rows:
                 for tree in trees:
-                    s = run_row(ALL_ROWS[name], args.seconds, args.warmup, extra, tree)
-                    fps[name, tree].append(fps_of(s))
+                    s = run_row(ALL_ROWS[name], args.seconds, args.warmup, extra, tree, per_k)
+                    if per_k:
+                        runs[name, tree].append(1000 * s.get("cpu_seconds", nan) / per_k)
+                    else:
+                        runs[name, tree].append(fps_of(s))
                     bar.update()
     if args.json:  # the raw runs first: the table below cannot lose them
-        runs = {f"{name} @ {tree}": v for (name, tree), v in fps.items()}
-        Path(args.json).write_text(json.dumps({"args": str(vars(args)), "runs": runs}, indent=2))
-    print(
-        f"\nTraining FPS after warm-up, pong-baseline hyperparameters, {args.seconds:g} s per "
-        f"run, median of {args.reps} (runs alternate between the trees)\n"
+        raw = {f"{name} @ {tree}": v for (name, tree), v in runs.items()}
+        Path(args.json).write_text(json.dumps({"args": str(vars(args)), "runs": raw}, indent=2))
+    what = (
+        f"CPU seconds per 1,000 frames, {per_k:,} frames per run (lower is faster)"
+        if per_k
+        else f"Training FPS after warm-up, {args.seconds:g} s per run"
     )
-    print("| mode | " + " | ".join(str(t) for t in trees) + " | ratio to the first | runs |")
+    print(f"\n{what}, median of {args.reps} (runs alternate between the trees)\n")
+    print("| row | " + " | ".join(str(t) for t in trees) + " | ratio to the first | runs |")
     print("|---|" + "---:|" * (len(trees) + 1) + "---|")
     for name in args.rows:
-        medians = [median_or_nan(fps[name, t]) for t in trees]
-        ratios = ", ".join(f"{m / medians[0]:.2f}x" for m in medians[1:])
-        runs = "; ".join(", ".join(f"{v:.1f}" for v in fps[name, t]) for t in trees)
-        print(f"| {name} | " + " | ".join(f"{m:.1f}" for m in medians) + f" | {ratios} | {runs} |")
+        medians = [median_or_nan(runs[name, t]) for t in trees]
+        ratios = ", ".join(f"{m / medians[0]:.2f}x" if medians[0] else "-" for m in medians[1:])
+        each = "; ".join(", ".join(f"{v:.2f}" for v in runs[name, t]) for t in trees)
+        print(f"| {name} | " + " | ".join(f"{m:.2f}" for m in medians) + f" | {ratios} | {each} |")
 
 
 def main() -> None:
@@ -294,6 +320,13 @@ def main() -> None:
         default=[],
         help="extra --set for every row, e.g. dqn.batch_size=64",
     )
+    parser.add_argument(
+        "--cpu-frames",
+        type=int,
+        metavar="N",
+        help="with --trees: train N frames per run and compare CPU seconds per 1,000 frames "
+        "instead of FPS (for a machine busy with other work)",
+    )
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument(
         "--ray-address",
@@ -307,6 +340,8 @@ def main() -> None:
         help="run every row on each of these checkouts in turn and compare them",
     )
     args = parser.parse_args()
+    if args.cpu_frames and not args.trees:
+        parser.error("--cpu-frames compares trees: give --trees too")
     extra = [x for item in args.extra for x in ("--set", item)]
     on_cluster = [name for name in args.rows if "{cluster}" in ALL_ROWS[name]]
     if on_cluster and not args.ray_address:
