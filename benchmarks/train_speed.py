@@ -17,8 +17,10 @@ On a machine busy with other work, ``--cpu-frames N`` makes every run train N fr
 and compares the CPU seconds each spent per 1,000 frames, which the other work changes
 far less than wall time (a short run there may not even finish starting in its seconds):
 
-    OMP_NUM_THREADS=1 uv run benchmarks/train_speed.py --trees ../before . --cpu-frames 16384 \
-        --rows "PQN n-env, 16 envs x 64 steps" --reps 3
+    OMP_NUM_THREADS=1 uv run benchmarks/train_speed.py --trees ../before . --cpu-frames 8192 \
+        --rows "PQN n-env, 16 envs x 64 steps" --set run.precision="'fp32'" --reps 3
+
+(the PQN rows run bf16, which a CPU without bf16 units emulates several times slower).
 
 Rows run one after another, repeated ``--reps`` times in turn (so drift of a noisy
 machine spreads over all rows), and each row reports the median. Every row uses the same
