@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from atari_speed.agent.replay import FrameReplay
+from atari_speed.agent.replay import Batch, FrameReplay
 
 
 def stream(num_envs, steps, k, rng, frame=(1, 3, 2), mean_episode=6):
@@ -180,3 +180,28 @@ def test_end_open_episodes_cuts_the_open_games_of_every_column_and_only_those():
     cut |= {(flag, 1, 3) for flag in ("ends", "terminal", "tail")}
     assert changed == cut
     assert replay.terminal[0, 3] and replay.pending_first.all()
+
+
+def test_an_empty_batch_has_the_dtypes_the_learner_reads():
+    # uint8 frames (normalised by the network), int64 actions (torch's gather index) and
+    # float32 returns and discounts (beside the network's float32 Q-values)
+    batch = Batch.empty(3, (2, 4, 5))
+    assert batch.states.shape == batch.next_states.shape == (3, 2, 4, 5)
+    assert batch.states.dtype == batch.next_states.dtype == np.uint8
+    assert batch.actions.shape == batch.returns.shape == batch.discounts.shape == (3,)
+    assert batch.actions.dtype == np.int64
+    assert batch.returns.dtype == batch.discounts.dtype == np.float32
+
+
+def test_a_replay_made_with_the_defaults_samples_one_step_transitions_discounted_by_099():
+    replay = FrameReplay(40, 1, (1, 1, 1), 1)
+    assert replay.capacity == 40  # what a saved replay file records
+    for t in range(12):  # one long episode, reward t after step t
+        replay.put_obs(np.full((1, 1, 1, 1), t, np.uint8))
+        replay.commit(np.array([0]), np.array([t], np.float32), np.array([False]))
+    batch = replay.sample(32, np.random.default_rng(0))
+    # one step: the return is that step's reward, the state's own pixel, and the next
+    # state is the next frame
+    assert batch.returns.tolist() == batch.states[:, 0, 0, 0].astype(np.float32).tolist()
+    assert (batch.next_states[:, 0, 0, 0] == batch.states[:, 0, 0, 0] + 1).all()
+    assert batch.discounts == pytest.approx(np.full(32, 0.99))
