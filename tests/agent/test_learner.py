@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from atari_speed.agent.learner import Learner, LossMeter
+from atari_speed.agent.learner import TENSORS, Learner, LossMeter
 from atari_speed.agent.networks import DQN
 from atari_speed.agent.replay import Batch
 from atari_speed.core.config import DQNConfig
@@ -246,3 +246,109 @@ def test_channels_last_puts_the_networks_conv_weights_in_that_layout(channels_la
     weight = learner.net.conv[0].weight
     assert weight.is_contiguous(memory_format=torch.channels_last) == channels_last
     assert weight.is_contiguous() != channels_last
+
+
+def two_transitions() -> dict[str, torch.Tensor]:
+    """s0 -a1-> s1 (reward 1, discount 0.9) and s0 -a0-> s2 (reward 0, discount 0.5)."""
+    return {
+        "states": torch.zeros((2, 1, 2, 2), dtype=torch.uint8),
+        "next_states": torch.tensor([1, 2], dtype=torch.uint8).reshape(2, 1, 1, 1),
+        "actions": torch.tensor([1, 0]),
+        "returns": torch.tensor([1.0, 0.0]),
+        "discounts": torch.tensor([0.9, 0.5]),
+    }
+
+
+@pytest.mark.parametrize(
+    ("double", "expected"),
+    [
+        # double: each next state's own online argmax, read off the target net:
+        # s1 -> action 1, target 1 + 0.9 * 2 = 2.8; s2 -> action 0, target 0.5 * 1 = 0.5
+        (True, ((3 - 2.8) ** 2 + (0 - 0.5) ** 2) / 2),
+        # plain: max of the target net: 1 + 0.9 * 7 = 7.3 and 0.5 * 6 = 3
+        (False, ((3 - 7.3) ** 2 + (0 - 3) ** 2) / 2),
+    ],
+)
+def test_each_transition_of_a_batch_bootstraps_from_its_own_next_state(double, expected):
+    # Online Q(s1) = (1, 5), Q(s2) = (4, 2); target Q(s1) = (7, 2), Q(s2) = (1, 6): every
+    # argmax differs between rows and between the nets, so a target taken from another row
+    # or from the other rule changes the loss.
+    cfg = DQNConfig(gamma=0.9, double=double, huber=False, target_sync=1000)
+    learner = Learner(Table([[0.0, 3.0], [1.0, 5.0], [4.0, 2.0]]), cfg, torch.device("cpu"))
+    with torch.no_grad():
+        learner.target.target_model.q.copy_(torch.tensor([[0.0, 0.0], [7.0, 2.0], [1.0, 6.0]]))
+    assert learner.loss(two_transitions()).item() == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_the_default_learner_computes_its_loss_in_fp32(double):
+    # A naive fp32 reference from the same networks: any bf16 pass (autocast on by default,
+    # or not switched off) rounds the Q-values to 8 bits and misses it by far more than 1e-6.
+    torch.manual_seed(0)
+    learner = Learner(DQN(SHAPE, 2), DQNConfig(gamma=GAMMA, double=double), torch.device("cpu"))
+    learner.target.target_model.head[-1].bias.data += torch.tensor([0.3, -0.2])
+    batch = chain_batch(1)
+    b = {k: torch.from_numpy(getattr(batch, k)) for k in TENSORS}
+    with torch.no_grad():
+        q = learner.net(b["states"]).gather(1, b["actions"][:, None])[:, 0]
+        target_q = learner.target.target_model(b["next_states"])
+        if double:
+            best = learner.net(b["next_states"]).argmax(dim=1, keepdim=True)
+            next_q = target_q.gather(1, best)[:, 0]
+        else:
+            next_q = target_q.max(dim=1).values
+        expected = ((q - (b["returns"] + b["discounts"] * next_q)) ** 2).mean().item()
+        assert learner.loss(b).item() == pytest.approx(expected, rel=1e-6)
+
+
+class FakeReplay:
+    """Hands out one fixed batch and logs how it was asked: (batch_size, rng, out)."""
+
+    def __init__(self, batch: Batch) -> None:
+        self.batch, self.calls = batch, []
+
+    def sample(self, batch_size: int, rng: np.random.Generator, out: Batch | None = None):
+        self.calls.append((batch_size, rng, out))
+        return self.batch
+
+
+def test_learn_samples_a_batch_of_batch_size_with_the_rng_and_makes_one_update_on_it():
+    cfg = DQNConfig(gamma=0.9, double=True, learning_rate=0.1, adam_eps=0.5, batch_size=7)
+    learner = Learner(Table([[0.0, 3.0], [1.0, 5.0]]), cfg, torch.device("cpu"))
+    with torch.no_grad():
+        learner.target.target_model.q.copy_(torch.tensor([[0.0, 0.0], [7.0, 2.0]]))
+    batch = Batch(**{k: v.numpy() for k, v in one_transition(0.9).items()})
+    replay, rng = FakeReplay(batch), np.random.default_rng(0)
+    learner.learn(replay, 0.5, rng)
+    # the first sample has no batch to reuse; the next one is handed the last to refill
+    assert replay.calls == [(7, rng, None)]
+    # the same first step as test_adams_first_step_...: the sampled batch was trained on
+    assert learner.updates == 1
+    assert learner.pop_loss() == pytest.approx((3 - 2.8) ** 2, rel=1e-5)
+    assert learner.net.q[0, 1].item() == pytest.approx(3 - 0.1 * 0.4 / 0.9, rel=1e-6)
+    learner.learn(replay, 0.5, rng)
+    assert replay.calls[1] == (7, rng, batch)
+    assert learner.updates == 2
+
+
+def test_a_learner_keeps_its_networks_conv_weights_in_the_default_layout_unless_asked():
+    learner = Learner(DQN((4, 10, 10), 3, network="small"), DQNConfig(), torch.device("cpu"))
+    assert learner.net.conv[0].weight.is_contiguous()
+
+
+def test_the_network_and_the_loss_sum_go_to_the_learners_device():
+    # torch's "meta" device holds tensors without data: no GPU is needed to see the move
+    learner = Learner(Table([[0.0, 1.0]]), DQNConfig(), torch.device("meta"))
+    assert learner.net.q.device.type == "meta"
+    assert learner.losses._sum.device.type == "meta"
+
+
+def test_the_loss_meter_sums_on_its_device():
+    assert LossMeter(torch.device("meta"))._sum.device.type == "meta"
+
+
+def test_adam_runs_fused():
+    # fused: one kernel over all tensors, faster on a CPU for a small network
+    # (benchmarks/sgd_step.py); the same math, so only the option itself can show it
+    learner = Learner(Table([[0.0, 1.0]]), DQNConfig(), torch.device("cpu"))
+    assert learner.optimizer.param_groups[0]["fused"] is True
