@@ -290,3 +290,49 @@ def test_the_network_goes_to_the_learners_device():
         Lookup([[0.0]]), DQNConfig(algorithm="pqn"), PQNConfig(), torch.device("meta")
     )
     assert pqn.net.q.device.type == "meta"
+
+
+def test_a_learner_made_with_the_defaults_runs_fp32_in_the_default_layout():
+    torch.manual_seed(0)
+    net = DQN(SHAPE, 3, network="small", layer_norm=True)
+    pqn = QLambdaLearner(net, DQNConfig(algorithm="pqn"), PQNConfig(), torch.device("cpu"))
+    dtypes = []
+    pqn.net.conv[0].register_forward_hook(lambda _, __, out: dtypes.append(out.dtype))
+    pqn.step(
+        torch.zeros((2, *SHAPE), dtype=torch.uint8),
+        torch.zeros(2, dtype=torch.int64),
+        torch.zeros(2),
+    )
+    assert dtypes == [torch.float32]
+    assert pqn.net.conv[0].weight.is_contiguous()
+
+
+def test_one_step_runs_on_the_learners_device_whatever_device_its_batch_is_on():
+    # On torch's "meta" device (tensors without data): a loss against returns left on the
+    # CPU raises.
+    pqn = QLambdaLearner(
+        Lookup([[0.0, 1.0, 2.0]]), DQNConfig(algorithm="pqn"), PQNConfig(), torch.device("meta")
+    )
+    assert pqn.losses._sum.device.type == "meta"
+    obs = torch.zeros((2, 1, 1, 1), dtype=torch.uint8)
+    pqn.step(obs, torch.tensor([0, 2]), torch.tensor([1.0, 2.0]))
+    assert pqn.updates == 1 and pqn.losses._sum.device.type == "meta"
+
+
+def test_the_optimizer_runs_foreach():
+    # foreach: the same arithmetic over all tensors at once, faster on a CPU for a small
+    # network (benchmarks/sgd_step.py --pqn); the same math, so only the option shows it
+    for optimizer in ("adam", "radam"):
+        pqn = learner(optimizer=optimizer)
+        assert pqn.optimizer.param_groups[0]["foreach"] is True
+
+
+def test_every_step_counts_one_update():
+    pqn = learner()
+    for _ in range(3):
+        pqn.step(
+            torch.zeros((2, *SHAPE), dtype=torch.uint8),
+            torch.zeros(2, dtype=torch.int64),
+            torch.zeros(2),
+        )
+    assert pqn.updates == 3
