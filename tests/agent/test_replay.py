@@ -205,3 +205,105 @@ def test_a_replay_made_with_the_defaults_samples_one_step_transitions_discounted
     assert batch.returns.tolist() == batch.states[:, 0, 0, 0].astype(np.float32).tolist()
     assert (batch.next_states[:, 0, 0, 0] == batch.states[:, 0, 0, 0] + 1).all()
     assert batch.discounts == pytest.approx(np.full(32, 0.99))
+
+
+def test_a_new_replay_marks_each_columns_first_row_as_an_episode_start():
+    # pending_first starts True (the default attach=False initialises it): the first row
+    # written in every column begins an episode; a non-ending step does not begin the next
+    replay = FrameReplay(40, 2, (1, 1, 1), 2)
+    for _ in range(2):
+        replay.put_obs(np.ones((2, 2, 1, 1), np.uint8))
+        replay.commit(np.zeros(2, np.int64), np.zeros(2, np.float32), np.zeros(2, bool))
+    assert replay.first[:2].tolist() == [[True, True], [False, False]]
+
+
+def test_attaching_reads_the_buffer_as_it_is_and_a_new_replay_resets_it():
+    buffer = bytearray(FrameReplay.nbytes(40, 2, (1, 1, 1), 2, 1))
+    writer = FrameReplay(40, 2, (1, 1, 1), 2, buffer=buffer)
+    writer.put_obs(np.full((2, 2, 1, 1), 7, np.uint8))
+    writer.commit(np.zeros(2, np.int64), np.zeros(2, np.float32), np.array([False, True]))
+    # the writer's game in column 0 goes on, column 1's ended: an attached reader sees that
+    reader = FrameReplay(40, 2, (1, 1, 1), 2, buffer=buffer, attach=True)
+    assert reader.pending_first.tolist() == [False, True]
+    assert reader.written.tolist() == [1, 1] and reader.frames[0, 0, 0, 0, 0] == 7
+    FrameReplay(40, 2, (1, 1, 1), 2, buffer=buffer)  # not attached: starts new games
+    assert reader.pending_first.tolist() == [True, True]
+
+
+def test_a_tiny_capacity_still_gets_rows_for_a_stack_the_look_ahead_and_the_margin():
+    # k=4, n=3: 4 + 3 + 2 + MARGIN(4) = 13 rows, whatever the capacity asks for below that
+    assert FrameReplay.rows_for(10, 5, 4, 3) == 13
+    assert FrameReplay.rows_for(100, 2, 4, 3) == 50  # capacity // num_envs above it
+    replay = FrameReplay(1, 1, (1, 1, 1), 4, n_steps=3)
+    for t in range(30):
+        replay.put_obs(np.full((1, 4, 1, 1), t, np.uint8))
+        replay.commit(np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, bool))
+    # written 30: rows 30-13+3+4 = 24 .. 30-1-3 = 26 are sampleable
+    assert {int(j) for j in replay.sample(64, np.random.default_rng(0)).step} == {24, 25, 26}
+
+
+def test_sampleable_rows_leave_the_stack_the_margin_and_the_look_ahead():
+    replay = FrameReplay(40, 2, (1, 1, 1), 4, n_steps=3)  # 20 rows per column
+    replay.written[:] = [5, 30]
+    low, high = replay.sampleable()
+    # low: max(0, written - 20 + (k - 1) + MARGIN); high: written - 1 - n
+    assert low.tolist() == [0, 17]
+    assert high.tolist() == [1, 26]
+
+
+def test_draws_cover_every_sampleable_row_and_nothing_else():
+    # columns 0 (never written), 1 (2 steps: no 3-step transition yet), 2 and 3 written;
+    # 1-frame stacks, 3-step returns, 20 rows a column
+    replay = FrameReplay(80, 4, (1, 1, 1), 1, n_steps=3)
+    replay.written[:] = [0, 2, 6, 30]
+    # column 2: rows 0..2; column 3: rows max(0, 30 - 20 + 0 + 4) = 14 .. 26
+    expected = {(2, j) for j in range(3)} | {(3, j) for j in range(14, 27)}
+    batch = replay.sample(2000, np.random.default_rng(0))
+    drawn = set(zip(batch.env.tolist(), batch.step.tolist(), strict=True))
+    assert drawn == expected
+
+
+def test_a_buffer_with_one_transition_samples_it():
+    replay = FrameReplay(8, 1, (1, 1, 1), 1)
+    for t in (3, 4):
+        replay.put_obs(np.full((1, 1, 1, 1), t, np.uint8))
+        replay.commit(np.zeros(1, np.int64), np.ones(1, np.float32), np.zeros(1, bool))
+    batch = replay.sample(2, np.random.default_rng(0))
+    assert batch.step.tolist() == [0, 0]
+    assert batch.states[:, 0, 0, 0].tolist() == [3, 3]
+    assert batch.next_states[:, 0, 0, 0].tolist() == [4, 4]
+
+
+NO_TRANSITION = "^the replay buffer holds no complete transition yet$"
+
+
+def test_sampling_an_empty_buffer_says_exactly_why():
+    replay = FrameReplay(100, 2, (1, 3, 2), 4)
+    with pytest.raises(ValueError, match=NO_TRANSITION):
+        replay.sample(4, np.random.default_rng(0))
+
+
+def test_sampling_when_every_sampleable_row_is_a_tail_says_exactly_why():
+    # tail rows are no transition: after MAX_REDRAWS draws of nothing but tails, give up
+    replay = FrameReplay(8, 1, (1, 1, 1), 1)
+    for _ in range(4):
+        replay.put_obs(np.zeros((1, 1, 1, 1), np.uint8))
+        replay.commit(np.zeros(1, np.int64), np.ones(1, np.float32), np.zeros(1, bool))
+    replay.tail[:] = True
+    with pytest.raises(ValueError, match=NO_TRANSITION):
+        replay.sample(4, np.random.default_rng(0))
+
+
+def test_nbytes_sums_the_64_byte_aligned_arrays_of_the_layout():
+    # 12 transitions over 2 columns would be 6 rows; k=1, n=1 need 1 + 1 + 2 + 4 = 8.
+    # frames 8*2*(1*2*3) = 96 B -> 128; actions 16 int64 = 128; rewards 16 float32 = 64;
+    # ends, terminal, tail, first 16 B -> 64 each; written 2 int64 -> 64; pending_first 64
+    assert FrameReplay.nbytes(12, 2, (1, 2, 3), 1, 1) == 128 + 128 + 64 + 4 * 64 + 64 + 64
+
+
+def test_arrays_are_the_saved_arrays_themselves_by_name():
+    replay = FrameReplay(40, 2, (1, 1, 1), 2)
+    arrays = replay.arrays()
+    names = ["frames", "actions", "rewards", "ends", "terminal", "tail", "first", "written"]
+    assert list(arrays) == names
+    assert all(arrays[name] is getattr(replay, name) for name in names)
