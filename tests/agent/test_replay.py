@@ -307,3 +307,96 @@ def test_arrays_are_the_saved_arrays_themselves_by_name():
     names = ["frames", "actions", "rewards", "ends", "terminal", "tail", "first", "written"]
     assert list(arrays) == names
     assert all(arrays[name] is getattr(replay, name) for name in names)
+
+
+def test_commit_of_a_column_slice_records_truncations_terminations_both_and_neither():
+    # Columns 1..4 written through one slice, column 0 never: 1 truncated (with a final
+    # observation), 2 terminated, 3 both (a termination wins), 4 neither. 3-frame stacks
+    # of 1x2x1 frames named by their value, 1-step returns, gamma 0.5, 10 rows a column.
+    replay = FrameReplay(50, 5, (1, 2, 1), 3, n_steps=1, gamma=0.5)
+    cols = slice(1, 5)
+
+    def stack(*values):
+        return np.array(values, np.uint8)[:, None, None] * np.ones((1, 2, 1), np.uint8)
+
+    replay.put_obs(np.stack([stack(0, 0, v) for v in (10, 20, 30, 40)]), cols)
+    replay.commit(
+        np.array([1, 2, 3, 4]),
+        np.array([1, 2, 3, 4], np.float32),
+        np.array([False, True, True, False]),
+        truncated=np.array([True, False, True, False]),
+        final_obs=np.stack([stack(0, v, v + 1) for v in (10, 20, 30, 40)]),
+        cols=cols,
+    )
+    # column 1: row 0 ends, not terminal; row 1 is the tail holding the final frame 11
+    assert replay.written.tolist() == [0, 2, 1, 1, 1]
+    assert replay.ends[:2].tolist() == [[0, 1, 1, 1, 0], [0, 1, 0, 0, 0]]
+    assert replay.terminal[:2].tolist() == [[0, 0, 1, 1, 0], [0, 1, 0, 0, 0]]
+    assert replay.tail[:2].tolist() == [[0, 0, 0, 0, 0], [0, 1, 0, 0, 0]]
+    assert replay.first[:2].tolist() == [[0, 1, 1, 1, 1], [0, 0, 0, 0, 0]]
+    assert replay.frames[:2, :, 0, 0, 0].tolist() == [[0, 10, 20, 30, 40], [0, 11, 0, 0, 0]]
+    assert replay.actions[1, 1] == 0 and replay.rewards[1, 1] == 0.0
+    assert replay.pending_first.tolist() == [True, True, True, True, False]
+    for values in ((12, 22, 32, 41), (13, 23, 33, 42)):  # two more steps, no end
+        new = [stack(0, 0, v) for v in values[:3]] + [stack(0, values[3] - 1, values[3])]
+        replay.put_obs(np.stack(new), cols)
+        replay.commit(
+            np.array([5, 6, 7, 8]), np.array([5, 6, 7, 8], np.float32), np.zeros(4, bool), cols=cols
+        )
+    # (column, row) -> (state, action, return, discount, next state or None if terminal)
+    expected = {
+        (1, 0): ((0, 0, 10), 1, 1.0, 0.5, (0, 10, 11)),  # bootstraps from the final obs
+        (1, 2): ((0, 0, 12), 5, 5.0, 0.5, (0, 12, 13)),  # row 1, the tail, is skipped
+        (2, 0): ((0, 0, 20), 2, 2.0, 0.0, None),
+        (2, 1): ((0, 0, 22), 6, 6.0, 0.5, (0, 22, 23)),
+        (3, 0): ((0, 0, 30), 3, 3.0, 0.0, None),
+        (3, 1): ((0, 0, 32), 7, 7.0, 0.5, (0, 32, 33)),
+        (4, 0): ((0, 0, 40), 4, 4.0, 0.5, (0, 40, 41)),
+        (4, 1): ((0, 40, 41), 8, 8.0, 0.5, (40, 41, 42)),
+    }
+    batch = replay.sample(300, np.random.default_rng(0))
+    seen = set()
+    for b in range(300):
+        key = (int(batch.env[b]), int(batch.step[b]))
+        state, action, ret, discount, nxt = expected[key]
+        assert np.array_equal(batch.states[b], stack(*state))
+        assert batch.actions[b] == action
+        assert batch.returns[b] == ret and batch.discounts[b] == discount
+        if nxt is not None:
+            assert np.array_equal(batch.next_states[b], stack(*nxt))
+        seen.add(key)
+    assert seen == set(expected)
+
+
+def test_a_truncation_without_a_final_observation_is_a_termination():
+    replay = FrameReplay(40, 2, (1, 1, 1), 1)
+    replay.put_obs(np.ones((2, 1, 1, 1), np.uint8))
+    replay.commit(
+        np.zeros(2, np.int64),
+        np.ones(2, np.float32),
+        np.array([False, False]),
+        truncated=np.array([True, False]),
+    )
+    assert replay.written.tolist() == [1, 1]  # no tail row
+    assert replay.ends[0].tolist() == [True, False]
+    assert replay.terminal[0].tolist() == [True, False] and not replay.tail.any()
+
+
+def test_end_open_episodes_of_a_long_game_bootstraps_its_second_last_row_from_its_last():
+    # columns 0 and 1 in the 3rd step of a game (0 wrapped past its ring's end); only
+    # column 0 is cut. 1-frame stacks, 10 rows a column.
+    replay = FrameReplay(20, 2, (1, 1, 1), 1, n_steps=1)
+    for t in range(13):
+        ended = t == 9
+        replay.put_obs(np.full((2, 1, 1, 1), t, np.uint8))
+        replay.commit(np.full(2, 3), np.ones(2, np.float32), np.array([ended, ended]))
+    replay.end_open_episodes(slice(0, 1))
+    # written 13: rows 10, 11, 12 are ring rows 0, 1, 2; row 12 becomes the tail, row 11
+    # ends there without terminating, row 10 is untouched
+    assert replay.ends[:3, 0].tolist() == [False, True, True]
+    assert replay.terminal[:3, 0].tolist() == [False, False, True]
+    assert replay.tail[:3, 0].tolist() == [False, False, True]
+    assert replay.actions[:3, 0].tolist() == [3, 3, 0]
+    assert replay.rewards[:3, 0].tolist() == [1.0, 1.0, 0.0]
+    assert not replay.ends[:3, 1].any() and not replay.tail[:, 1].any()
+    assert replay.pending_first.tolist() == [True, False]
