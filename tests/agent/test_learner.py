@@ -230,9 +230,16 @@ def test_the_update_phases_are_timed_under_their_report_names():
     prof = Profiler(enabled=True)
     cfg = DQNConfig(target_sync=2)
     learner = Learner(Table([[0.0, 3.0], [1.0, 5.0]]), cfg, torch.device("cpu"), prof=prof)
-    for _ in range(4):
-        learner.step(Batch(**{k: v.numpy() for k, v in one_transition(0.9).items()}))
-    assert prof.calls == {"host-to-device copy": 4, "sgd step": 4, "target sync": 2}
+    batch = Batch(**{k: v.numpy() for k, v in one_transition(0.9).items()})
+    for _ in range(3):
+        learner.step(batch)
+    learner.learn(FakeReplay(batch), 0.5, np.random.default_rng(0))  # samples, then steps
+    assert prof.calls == {
+        "replay sample": 1,
+        "host-to-device copy": 4,
+        "sgd step": 4,
+        "target sync": 2,
+    }
 
 
 @pytest.mark.parametrize("channels_last", [False, True])

@@ -62,7 +62,7 @@ def test_rollout_store_keeps_whole_observations_and_final_ones():
     assert store.full and store.obs[2, 1, 0, 0, 0] == 2
     assert store.truncated.tolist() == [[False, False], [True, False], [False, False]]
     assert store.terminated[2, 1] and store.final_obs[1, 0, 0, 0, 0] == 51
-    with pytest.raises(ValueError, match="rollout is full"):
+    with pytest.raises(ValueError, match=r"^the rollout is full: learn on it, then clear\(\) it$"):
         store.put_obs(np.zeros((2, 2, 1, 1), np.uint8))
     store.clear()
     assert not store.full and store.t == 0
