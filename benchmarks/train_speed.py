@@ -36,7 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from math import nan
+from math import isnan, nan
 from pathlib import Path
 
 from tqdm import tqdm
@@ -186,8 +186,10 @@ def run_row(
     """One ``train.py`` run of a row: for ``seconds`` of wall time, or, given ``frames``,
     for exactly that many frames, with the CPU seconds it and its processes spent
     (``cpu_seconds`` in the summary it returns)."""
-    budget = ["--frames", str(frames)] if frames else ["--frames", "100000000"]
-    budget += [] if frames else ["--set", f"run.seconds={seconds}"]
+    if frames:
+        budget = ["--frames", str(frames)]
+    else:
+        budget = ["--frames", "100000000", "--set", f"run.seconds={seconds}"]
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             sys.executable,
@@ -213,6 +215,7 @@ def run_row(
                 "torch_threads": None,
                 "device": None,
                 "update_to_data": {"train_every": float("nan")},
+                "cpu_seconds": nan,
             }
         return {**json.loads((Path(tmp) / "summary.json").read_text()), "cpu_seconds": cpu}
 
@@ -254,13 +257,13 @@ def fps_of(summary: dict) -> float:
     """FPS after the warm-up, NaN for a run that made no update in its time (a loaded
     machine can spend a short run's seconds starting up)."""
     fps = summary["fps_after_warmup"]
-    return float("nan") if fps is None else float(fps)
+    return nan if fps is None else float(fps)
 
 
 def median_or_nan(values: list[float]) -> float:
     """The median of the runs that measured something; NaN if none did."""
-    kept = [v for v in values if v == v]
-    return statistics.median(kept) if kept else float("nan")
+    kept = [v for v in values if not isnan(v)]
+    return statistics.median(kept) if kept else nan
 
 
 def compare_trees(args: argparse.Namespace, extra: list[str]) -> None:
@@ -277,7 +280,7 @@ def compare_trees(args: argparse.Namespace, extra: list[str]) -> None:
                 for tree in trees:
                     s = run_row(ALL_ROWS[name], args.seconds, args.warmup, extra, tree, per_k)
                     if per_k:
-                        runs[name, tree].append(1000 * s.get("cpu_seconds", nan) / per_k)
+                        runs[name, tree].append(1000 * s["cpu_seconds"] / per_k)
                     else:
                         runs[name, tree].append(fps_of(s))
                     bar.update()
