@@ -131,13 +131,18 @@ def one_transition(discount: float) -> dict[str, torch.Tensor]:
     }
 
 
-def hand_set_learner(double: bool, huber: bool) -> Learner:
+def one_batch(discount: float) -> Batch:
+    """``one_transition`` as the replay hands it to the learner."""
+    return Batch(**{k: v.numpy() for k, v in one_transition(discount).items()})
+
+
+def hand_set_learner(double: bool, huber: bool, **cfg) -> Learner:
     # Online: Q(s0) = (0, 3), Q(s1) = (1, 5): argmax at s1 is action 1.
     # Target: Q(s1) = (7, 2): argmax action 0. The two targets disagree:
     # double DQN bootstraps from target[s1][online argmax = 1] = 2, plain DQN from
-    # max target[s1] = 7.
-    cfg = DQNConfig(gamma=0.9, double=double, huber=huber, target_sync=1000)
-    learner = Learner(Table([[0.0, 3.0], [1.0, 5.0]]), cfg, torch.device("cpu"))
+    # max target[s1] = 7. ``cfg``: more DQNConfig fields.
+    config = DQNConfig(gamma=0.9, double=double, huber=huber, target_sync=1000, **cfg)
+    learner = Learner(Table([[0.0, 3.0], [1.0, 5.0]]), config, torch.device("cpu"))
     with torch.no_grad():
         learner.target.target_model.q.copy_(torch.tensor([[0.0, 0.0], [7.0, 2.0]]))
     return learner
@@ -166,7 +171,7 @@ def test_a_terminal_transition_bootstraps_from_nothing(double):
 
 def test_the_gradient_moves_only_the_taken_action_towards_its_target():
     learner = hand_set_learner(double=True, huber=False)
-    learner.step(Batch(**{k: v.numpy() for k, v in one_transition(0.9).items()}))
+    learner.step(one_batch(0.9))
     q = learner.net.q.detach()
     assert q[0, 0] == 0.0 and q[1].tolist() == [1.0, 5.0], "untaken actions and s1 stay"
     assert q[0, 1] < 3.0, "Q(s0, 1) = 3 moves down towards 2.8"
@@ -217,11 +222,8 @@ def test_the_loss_meter_gives_the_mean_since_it_was_last_read():
 def test_adams_first_step_is_learning_rate_times_the_gradient_over_its_size_plus_eps():
     # The loss (q - 2.8)^2 at q = Q(s0, 1) = 3 has gradient 0.4. Adam's first step,
     # bias-corrected, moves q by lr * g / (|g| + eps) = 0.1 * 0.4 / (0.4 + 0.5).
-    cfg = DQNConfig(gamma=0.9, double=True, learning_rate=0.1, adam_eps=0.5)
-    learner = Learner(Table([[0.0, 3.0], [1.0, 5.0]]), cfg, torch.device("cpu"))
-    with torch.no_grad():
-        learner.target.target_model.q.copy_(torch.tensor([[0.0, 0.0], [7.0, 2.0]]))
-    learner.step(Batch(**{k: v.numpy() for k, v in one_transition(0.9).items()}))
+    learner = hand_set_learner(double=True, huber=False, learning_rate=0.1, adam_eps=0.5)
+    learner.step(one_batch(0.9))
     assert learner.net.q[0, 1].item() == pytest.approx(3 - 0.1 * 0.4 / 0.9, rel=1e-6)
     assert learner.pop_loss() == pytest.approx((3 - 2.8) ** 2, rel=1e-5)
 
@@ -230,7 +232,7 @@ def test_the_update_phases_are_timed_under_their_report_names():
     prof = Profiler(enabled=True)
     cfg = DQNConfig(target_sync=2)
     learner = Learner(Table([[0.0, 3.0], [1.0, 5.0]]), cfg, torch.device("cpu"), prof=prof)
-    batch = Batch(**{k: v.numpy() for k, v in one_transition(0.9).items()})
+    batch = one_batch(0.9)
     for _ in range(3):
         learner.step(batch)
     learner.learn(FakeReplay(batch), 0.5, np.random.default_rng(0))  # samples, then steps
@@ -320,11 +322,10 @@ class FakeReplay:
 
 
 def test_learn_samples_a_batch_of_batch_size_with_the_rng_and_makes_one_update_on_it():
-    cfg = DQNConfig(gamma=0.9, double=True, learning_rate=0.1, adam_eps=0.5, batch_size=7)
-    learner = Learner(Table([[0.0, 3.0], [1.0, 5.0]]), cfg, torch.device("cpu"))
-    with torch.no_grad():
-        learner.target.target_model.q.copy_(torch.tensor([[0.0, 0.0], [7.0, 2.0]]))
-    batch = Batch(**{k: v.numpy() for k, v in one_transition(0.9).items()})
+    learner = hand_set_learner(
+        double=True, huber=False, learning_rate=0.1, adam_eps=0.5, batch_size=7
+    )
+    batch = one_batch(0.9)
     replay, rng = FakeReplay(batch), np.random.default_rng(0)
     learner.learn(replay, 0.5, rng)
     # the first sample has no batch to reuse; the next one is handed the last to refill
