@@ -194,6 +194,12 @@ def step_towards(pqn: QLambdaLearner, target: float) -> None:
     )
 
 
+def blank_step(pqn: QLambdaLearner) -> None:
+    """One update on two blank frames of SHAPE: action 0, return 0."""
+    obs = torch.zeros((2, *SHAPE), dtype=torch.uint8)
+    pqn.step(obs, torch.zeros(2, dtype=torch.int64), torch.zeros(2))
+
+
 @pytest.mark.parametrize(
     ("optimizer", "huber", "max_grad_norm", "moved"),
     [
@@ -298,11 +304,7 @@ def test_a_learner_made_with_the_defaults_runs_fp32_in_the_default_layout():
     pqn = QLambdaLearner(net, DQNConfig(algorithm="pqn"), PQNConfig(), torch.device("cpu"))
     dtypes = []
     pqn.net.conv[0].register_forward_hook(lambda _, __, out: dtypes.append(out.dtype))
-    pqn.step(
-        torch.zeros((2, *SHAPE), dtype=torch.uint8),
-        torch.zeros(2, dtype=torch.int64),
-        torch.zeros(2),
-    )
+    blank_step(pqn)
     assert dtypes == [torch.float32]
     assert pqn.net.conv[0].weight.is_contiguous()
 
@@ -330,9 +332,5 @@ def test_the_optimizer_runs_foreach():
 def test_every_step_counts_one_update():
     pqn = learner()
     for _ in range(3):
-        pqn.step(
-            torch.zeros((2, *SHAPE), dtype=torch.uint8),
-            torch.zeros(2, dtype=torch.int64),
-            torch.zeros(2),
-        )
+        blank_step(pqn)
     assert pqn.updates == 3
