@@ -182,6 +182,13 @@ def test_end_open_episodes_cuts_the_open_games_of_every_column_and_only_those():
     assert replay.terminal[0, 3] and replay.pending_first.all()
 
 
+def step(replay: FrameReplay, obs: np.ndarray, reward: float = 0.0) -> None:
+    """One step of every env: observations ``obs``, action 0, ``reward`` each, no end."""
+    n = len(obs)
+    replay.put_obs(obs)
+    replay.commit(np.zeros(n, np.int64), np.full(n, reward, np.float32), np.zeros(n, bool))
+
+
 def test_an_empty_batch_has_the_dtypes_the_learner_reads():
     # uint8 frames (normalised by the network), int64 actions (torch's gather index) and
     # float32 returns and discounts (beside the network's float32 Q-values)
@@ -197,8 +204,7 @@ def test_a_replay_made_with_the_defaults_samples_one_step_transitions_discounted
     replay = FrameReplay(40, 1, (1, 1, 1), 1)
     assert replay.capacity == 40  # what a saved replay file records
     for t in range(12):  # one long episode, reward t after step t
-        replay.put_obs(np.full((1, 1, 1, 1), t, np.uint8))
-        replay.commit(np.array([0]), np.array([t], np.float32), np.array([False]))
+        step(replay, np.full((1, 1, 1, 1), t, np.uint8), reward=t)
     batch = replay.sample(32, np.random.default_rng(0))
     # one step: the return is that step's reward, the state's own pixel, and the next
     # state is the next frame
@@ -212,8 +218,7 @@ def test_a_new_replay_marks_each_columns_first_row_as_an_episode_start():
     # written in every column begins an episode; a non-ending step does not begin the next
     replay = FrameReplay(40, 2, (1, 1, 1), 2)
     for _ in range(2):
-        replay.put_obs(np.ones((2, 2, 1, 1), np.uint8))
-        replay.commit(np.zeros(2, np.int64), np.zeros(2, np.float32), np.zeros(2, bool))
+        step(replay, np.ones((2, 2, 1, 1), np.uint8))
     assert replay.first[:2].tolist() == [[True, True], [False, False]]
 
 
@@ -236,8 +241,7 @@ def test_a_tiny_capacity_still_gets_rows_for_a_stack_the_look_ahead_and_the_marg
     assert FrameReplay.rows_for(100, 2, 4, 3) == 50  # capacity // num_envs above it
     replay = FrameReplay(1, 1, (1, 1, 1), 4, n_steps=3)
     for t in range(30):
-        replay.put_obs(np.full((1, 4, 1, 1), t, np.uint8))
-        replay.commit(np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, bool))
+        step(replay, np.full((1, 4, 1, 1), t, np.uint8))
     # written 30: rows 30-13+3+4 = 24 .. 30-1-3 = 26 are sampleable
     assert {int(j) for j in replay.sample(64, np.random.default_rng(0)).step} == {24, 25, 26}
 
@@ -266,8 +270,7 @@ def test_draws_cover_every_sampleable_row_and_nothing_else():
 def test_a_buffer_with_one_transition_samples_it():
     replay = FrameReplay(8, 1, (1, 1, 1), 1)
     for t in (3, 4):
-        replay.put_obs(np.full((1, 1, 1, 1), t, np.uint8))
-        replay.commit(np.zeros(1, np.int64), np.ones(1, np.float32), np.zeros(1, bool))
+        step(replay, np.full((1, 1, 1, 1), t, np.uint8), reward=1.0)
     batch = replay.sample(2, np.random.default_rng(0))
     assert batch.step.tolist() == [0, 0]
     assert batch.states[:, 0, 0, 0].tolist() == [3, 3]
@@ -287,8 +290,7 @@ def test_sampling_when_every_sampleable_row_is_a_tail_says_exactly_why():
     # tail rows are no transition: after MAX_REDRAWS draws of nothing but tails, give up
     replay = FrameReplay(8, 1, (1, 1, 1), 1)
     for _ in range(4):
-        replay.put_obs(np.zeros((1, 1, 1, 1), np.uint8))
-        replay.commit(np.zeros(1, np.int64), np.ones(1, np.float32), np.zeros(1, bool))
+        step(replay, np.zeros((1, 1, 1, 1), np.uint8), reward=1.0)
     replay.tail[:] = True
     with pytest.raises(ValueError, match=NO_TRANSITION):
         replay.sample(4, np.random.default_rng(0))
