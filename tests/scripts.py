@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,6 +31,23 @@ def run_script(
         cwd=cwd,
         env=env,
     )
+
+
+def run_main(
+    main: Callable[[list[str]], int], *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """An entry point's ``main(argv)`` called in this process as ``run_script`` would run its
+    script: the exit status (argparse's ``SystemExit`` included), stdout and stderr as text,
+    under ``env`` (os.environ while it runs). For tests of flags, messages and short plays,
+    which would each pay a fresh interpreter's imports (torch's alone is ~5 s on 2 cores)."""
+    out, err = io.StringIO(), io.StringIO()
+    environ = mock.patch.dict(os.environ, env or os.environ, clear=True)
+    with environ, redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def start_script(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:

@@ -18,7 +18,8 @@ import pytest
 import torch
 from PIL import Image, ImageSequence
 
-from tests.scripts import ROOT, run_script, start_script
+from atari_speed.app.play import play_main
+from tests.scripts import ROOT, run_main, run_script, start_script
 
 PONG_BACKGROUND = (144, 72, 17)
 # What play must never load: it needs a checkpoint, its network, the env pipeline and the
@@ -38,36 +39,35 @@ def headless(**extra: str) -> dict[str, str]:
 
 
 def play(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """play.py in this process (``play_main``), with no display unless ``env`` gives one;
+    the entry point itself runs as a script in the tests marked so below."""
+    return run_main(play_main, *args, env=headless() if env is None else env)
+
+
+def play_script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """play.py as a user runs it: a fresh interpreter, with no display unless ``env`` gives
+    one."""
     return run_script("play.py", *args, env=headless() if env is None else env)
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    run_dir = tmp_path_factory.mktemp("run")
-    out = run_script(
-        "train.py",
-        "--preset",
-        "pong-nenv",
-        "--frames",
-        "300",
-        "--run-dir",
-        str(run_dir),
-        "--set",
-        "replay.initial=100",
-        "--set",
-        "replay.size=1000",
-    )
+    from atari_speed.app.cli import train_main
+
+    run_dir = tmp_path_factory.mktemp("run")  # 20 updates: a checkpoint, not an agent
+    args = ["--preset", "pong-nenv", "--frames", "120", "--run-dir", str(run_dir)]
+    out = run_main(train_main, *args, "--set", "replay.initial=100", "--set", "replay.size=1000")
     assert out.returncode == 0, out.stderr
     return run_dir
 
 
 def test_play_scores_whole_games_as_json(run_dir):
-    out = play(str(run_dir), "--episodes", "2", "--epsilon", "0.5", "--json")
+    out = play_script(str(run_dir), "--episodes", "2", "--epsilon", "0.5", "--json")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1
     result = json.loads(lines[0])
-    assert result["game"] == "pong" and result["frames_trained"] == 300
+    assert result["game"] == "pong" and result["frames_trained"] == 120
     assert len(result["episodes"]) == 2
     for game in result["episodes"]:
         assert -21 <= game["r"] <= 21 and game["l"] > 0 and game["frames"] >= 4 * game["l"]
@@ -198,7 +198,7 @@ def test_no_display_says_so_once_and_still_plays(run_dir):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 display names")
 def test_a_display_that_cannot_be_reached_is_one_line_not_a_crash(run_dir):
     # OpenCV's Qt backend would abort the process here; play.py must try it in a child first.
-    out = play(str(run_dir), "--max-seconds", "2", env=headless(DISPLAY=":987"))
+    out = play_script(str(run_dir), "--max-seconds", "2", env=headless(DISPLAY=":987"))
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("play.py: cannot open a window (") == 1
     assert "playing without a window" in out.stderr and "Traceback" not in out.stderr
