@@ -1,4 +1,6 @@
-"""train.py end to end in a subprocess with tiny budgets: modes, checkpoints, resume, Ctrl-C."""
+"""train.py end to end with tiny budgets: modes, checkpoints, resume, Ctrl-C. Runs about the
+process (signals, actor processes, the script itself) start train.py as a user would; the
+others call its main in this process."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 import torch
 
 from atari_speed.run.checkpoint import load_checkpoint
-from tests.scripts import assert_no_shm_left, run_script, shm_segments, start_script
+from tests.scripts import assert_no_shm_left, run_main, run_script, shm_segments, start_script
 
 TINY = [
     "--set",
@@ -30,7 +32,16 @@ TINY = [
 
 
 def train(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """train.py as a user runs it: a fresh interpreter."""
     return run_script("train.py", *args, timeout=timeout)
+
+
+def train_here(*args: str) -> subprocess.CompletedProcess:
+    """train.py's ``train_main`` in this process, for the n-env runs whose subject is not
+    the process itself (a fresh interpreter's imports cost ~5 s of CPU on 2 cores)."""
+    from atari_speed.app.cli import train_main
+
+    return run_main(train_main, *args)
 
 
 def summary(run_dir: Path) -> dict:
@@ -73,7 +84,7 @@ def test_outcome_line_rounds_the_best_reward():
 def resume(nenv_run: Path, run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
     checkpoint = str(nenv_run / "checkpoint.pt")
     args = ["--preset", "pong-nenv", "--frames", "900", "--run-dir", str(run_dir)]
-    return train(*args, "--resume", checkpoint, *TINY, *extra)
+    return train_here(*args, "--resume", checkpoint, *TINY, *extra)
 
 
 def test_resume_continues_frames_optimizer_stats_and_replay(nenv_run, tmp_path):
@@ -107,7 +118,7 @@ def test_resume_without_the_replay_refills_it_and_says_so(nenv_run, tmp_path):
 
 
 def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
-    out = train(
+    out = train_here(
         "--preset", "pong-nenv", "--frames", "600", "--run-dir", str(tmp_path), "--profile", *TINY
     )
     assert out.returncode == 0, out.stderr
@@ -134,7 +145,7 @@ def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
 
 
 def test_resume_with_another_network_is_refused_in_one_line(nenv_run, tmp_path):
-    out = train(
+    out = train_here(
         "--preset",
         "pong-nenv",
         "--run-dir",
@@ -463,7 +474,8 @@ def test_one_presets_update_to_data_ratio_holds_in_n_env_and_parallel_mode(tmp_p
     from atari_speed.agent.schedules import UpdateSchedule
 
     args = ["--preset", "pong-nenv", "--mode", "parallel", "--frames", "500"]
-    out = train(*args, "--run-dir", str(tmp_path), "--set", f"run.actors={actors}", *TINY)
+    run = train_here if actors == "0" else train  # parallel mode's actors: a real process tree
+    out = run(*args, "--run-dir", str(tmp_path), "--set", f"run.actors={actors}", *TINY)
     assert out.returncode == 0, out.stderr
     s = summary(tmp_path)
     assert s["update_to_data"] == {"batch_size": 96, "train_every": 3, "samples_per_frame": 32.0}
