@@ -9,7 +9,15 @@ import pytest
 import torch
 
 from atari_speed.run.checkpoint import load_checkpoint
-from tests.scripts import run_script
+from tests.scripts import run_main, run_script
+
+
+def train_here(*args: str):
+    """train.py's main in this process: these runs test what it does, not its process."""
+    from atari_speed.app.cli import train_main
+
+    return run_main(train_main, *args)
+
 
 TINY = [
     "--preset",
@@ -47,8 +55,7 @@ def test_pqn_trains_on_whole_rollouts(pqn_run):
 
 
 def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
-    out = run_script(
-        "train.py",
+    out = train_here(
         *TINY,
         "--frames",
         "1536",
@@ -63,21 +70,22 @@ def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
 
 
 def test_play_plays_a_pqn_checkpoint(pqn_run):
-    out = run_script(
-        "play.py", str(pqn_run / "checkpoint.pt"), "--no-window", "--max-seconds", "2", "--json"
-    )
+    from atari_speed.app.play import play_main
+
+    args = [str(pqn_run / "checkpoint.pt"), "--no-window", "--max-seconds", "2", "--json"]
+    out = run_main(play_main, *args)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert len(result["episodes"]) == 1 and result["frames_trained"] == 1024
 
 
 def test_pqn_refuses_what_it_cannot_run(tmp_path):
-    out = run_script("train.py", *TINY, "--mode", "baseline", "--run-dir", str(tmp_path))
+    out = train_here(*TINY, "--mode", "baseline", "--run-dir", str(tmp_path))
     assert out.returncode == 2 and "algorithm = 'pqn' with mode = 'baseline'" in out.stderr
-    out = run_script("train.py", *TINY, "--set", "pqn.minibatches=3", "--run-dir", str(tmp_path))
+    out = train_here(*TINY, "--set", "pqn.minibatches=3", "--run-dir", str(tmp_path))
     assert out.returncode == 2 and "does not divide a rollout of 4 envs x 16 steps" in out.stderr
-    out = run_script(
-        "train.py", *TINY, "--set", "run.mode='parallel'", "--set", "run.actors=3",
+    out = train_here(
+        *TINY, "--set", "run.mode='parallel'", "--set", "run.actors=3",
         "--set", "pqn.minibatches=5", "--run-dir", str(tmp_path),
     )  # fmt: skip
     assert out.returncode == 2
