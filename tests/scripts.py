@@ -41,13 +41,28 @@ def run_main(
     under ``env`` (os.environ while it runs). For tests of flags, messages and short plays,
     which would each pay a fresh interpreter's imports (torch's alone is ~5 s on 2 cores)."""
     out, err = io.StringIO(), io.StringIO()
-    environ = mock.patch.dict(os.environ, env or os.environ, clear=True)
+    # Without ``env`` the environment is only restored afterwards (the viewer sets Qt's).
+    environ = mock.patch.dict(os.environ, env or {}, clear=env is not None)
     with environ, redirect_stdout(out), redirect_stderr(err):
         try:
             code = main(list(args))
         except SystemExit as exit:
             code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+def train_here(*args: str) -> subprocess.CompletedProcess:
+    """train.py's ``train_main`` in this process (``run_main``)."""
+    from atari_speed.app.cli import train_main
+
+    return run_main(train_main, *args)
+
+
+def play_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """play.py's ``play_main`` in this process (``run_main``)."""
+    from atari_speed.app.play import play_main
+
+    return run_main(play_main, *args, env=env)
 
 
 def start_script(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:

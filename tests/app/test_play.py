@@ -18,8 +18,7 @@ import pytest
 import torch
 from PIL import Image, ImageSequence
 
-from atari_speed.app.play import play_main
-from tests.scripts import ROOT, run_main, run_script, start_script
+from tests.scripts import ROOT, play_here, run_script, start_script, train_here
 
 PONG_BACKGROUND = (144, 72, 17)
 # What play must never load: it needs a checkpoint, its network, the env pipeline and the
@@ -41,7 +40,7 @@ def headless(**extra: str) -> dict[str, str]:
 def play(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """play.py in this process (``play_main``), with no display unless ``env`` gives one;
     the entry point itself runs as a script in the tests marked so below."""
-    return run_main(play_main, *args, env=headless() if env is None else env)
+    return play_here(*args, env=headless() if env is None else env)
 
 
 def play_script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -52,11 +51,9 @@ def play_script(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    from atari_speed.app.cli import train_main
-
     run_dir = tmp_path_factory.mktemp("run")  # 20 updates: a checkpoint, not an agent
     args = ["--preset", "pong-nenv", "--frames", "120", "--run-dir", str(run_dir)]
-    out = run_main(train_main, *args, "--set", "replay.initial=100", "--set", "replay.size=1000")
+    out = train_here(*args, "--set", "replay.initial=100", "--set", "replay.size=1000")
     assert out.returncode == 0, out.stderr
     return run_dir
 

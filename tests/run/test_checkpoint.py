@@ -199,12 +199,11 @@ def test_other_versions_and_damaged_fields_are_refused_in_one_line(tmp_path, cha
 @pytest.fixture(scope="module")
 def real_checkpoint(tmp_path_factory):
     """checkpoint.pt of a short PQN run (small network: a 3 MB file), and its digest."""
-    from atari_speed.app.cli import train_main
-    from tests.scripts import run_main
+    from tests.scripts import train_here
 
     run_dir = tmp_path_factory.mktemp("fuzz")
     args = ["--preset", "pong-pqn", "--envs", "2", "--frames", "64", "--run-dir", str(run_dir)]
-    out = run_main(train_main, *args, "--set", "pqn.rollout=8", "--set", "pqn.minibatches=2")
+    out = train_here(*args, "--set", "pqn.rollout=8", "--set", "pqn.minibatches=2")
     assert out.returncode == 0, out.stderr
     path = run_dir / "checkpoint.pt"
     return path, torch.load(path, weights_only=True)["digest"]

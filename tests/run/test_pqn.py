@@ -9,15 +9,7 @@ import pytest
 import torch
 
 from atari_speed.run.checkpoint import load_checkpoint
-from tests.scripts import run_main, run_script
-
-
-def train_here(*args: str):
-    """train.py's main in this process: these runs test what it does, not its process."""
-    from atari_speed.app.cli import train_main
-
-    return run_main(train_main, *args)
-
+from tests.scripts import play_here, run_script, train_here
 
 TINY = [
     "--preset",
@@ -70,10 +62,8 @@ def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
 
 
 def test_play_plays_a_pqn_checkpoint(pqn_run):
-    from atari_speed.app.play import play_main
-
     args = [str(pqn_run / "checkpoint.pt"), "--no-window", "--max-seconds", "2", "--json"]
-    out = run_main(play_main, *args)
+    out = play_here(*args)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert len(result["episodes"]) == 1 and result["frames_trained"] == 1024

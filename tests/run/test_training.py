@@ -15,7 +15,13 @@ import pytest
 import torch
 
 from atari_speed.run.checkpoint import load_checkpoint
-from tests.scripts import assert_no_shm_left, run_main, run_script, shm_segments, start_script
+from tests.scripts import (
+    assert_no_shm_left,
+    run_script,
+    shm_segments,
+    start_script,
+    train_here,
+)
 
 TINY = [
     "--set",
@@ -34,14 +40,6 @@ TINY = [
 def train(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """train.py as a user runs it: a fresh interpreter."""
     return run_script("train.py", *args, timeout=timeout)
-
-
-def train_here(*args: str) -> subprocess.CompletedProcess:
-    """train.py's ``train_main`` in this process, for the n-env runs whose subject is not
-    the process itself (a fresh interpreter's imports cost ~5 s of CPU on 2 cores)."""
-    from atari_speed.app.cli import train_main
-
-    return run_main(train_main, *args)
 
 
 def summary(run_dir: Path) -> dict:
