@@ -1,0 +1,120 @@
+"""Score atari-fast runs: human-normalised, and the Atari-5 estimate of the 57-game median.
+
+    uv run benchmarks/atari5.py runs/atari5-breakout runs/atari5-battle_zone ...
+
+For each run directory (a train.py --run-dir) prints one markdown row: the game, the
+mean of its last 100 training games (scores.csv, the game's own unclipped score), the
+greedy mean of play.json (written by `uv run play.py <run>/best.pt --episodes 10 --json
+--no-window > <run>/play.json`; "-" when absent), agent steps, minutes and FPS of the run,
+and both scores human-normalised. When the five Atari-5 games are among the runs, it
+ends with their estimate of the median human-normalised score over the 57 games, from
+each of the two scores.
+
+Human-normalised score (percent): 100 (score - random) / (human - random), with the
+random and human scores the Atari-5 repository uses (its Atari-Human.csv, the DQN papers'
+figures). The estimate (Aitchison, Sweetser and Hutter 2022, "Atari-5: Distilling the
+Arcade Learning Environment down to Five Games"): log10(1 + median) is a weighted sum,
+without intercept, of log10(1 + max(score, 0)) over the five games. The weights below
+were fitted by the repository's own `RegressionEvaluation` (no intercept) on its data
+(maitchison/Atari-5 at 118cad5; 44 algorithms with all five games); it reports a
+cross-validated error of 10.4% of the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+
+# game: (random, human), Atari-Human.csv of maitchison/Atari-5 ("Random", "Human").
+REFERENCE = {
+    "breakout": (1.72, 30.5),
+    "battle_zone": (2360.0, 37187.5),
+    "double_dunk": (-18.55, -16.4),
+    "name_this_game": (2292.35, 8049.0),
+    "phoenix": (761.4, 7242.6),
+    "qbert": (163.88, 13455.0),
+}
+# The Atari-5 weights, fitted as the module docstring says.
+ATARI5 = {
+    "battle_zone": 0.3820,
+    "double_dunk": 0.0679,
+    "name_this_game": 0.3108,
+    "phoenix": 0.1241,
+    "qbert": 0.0805,
+}
+
+
+def normalised(game: str, score: float) -> float:
+    """Human-normalised score in percent (0 = random play, 100 = the human tester)."""
+    random, human = REFERENCE[game]
+    return 100.0 * (score - random) / (human - random)
+
+
+def atari5_median(normalised_scores: dict[str, float]) -> float:
+    """The Atari-5 estimate of the 57-game median human-normalised score, in percent."""
+    log_median = sum(
+        weight * math.log10(1.0 + max(normalised_scores[game], 0.0))
+        for game, weight in ATARI5.items()
+    )
+    return 10.0**log_median - 1.0
+
+
+def last_games(run: Path, n: int = 100) -> list[float]:
+    with (run / "scores.csv").open() as f:
+        return [float(row["score"]) for row in csv.DictReader(f)][-n:]
+
+
+def row(run: Path) -> tuple[str, float, float | None, dict]:
+    summary = json.loads((run / "summary.json").read_text())
+    game = summary["preset"]["env"]["game"]
+    if game not in REFERENCE:
+        raise SystemExit(f"atari5.py: {run}: game {game!r} has no human/random reference here")
+    scores = last_games(run)
+    training = sum(scores) / len(scores)
+    play = run / "play.json"
+    greedy = float(json.loads(play.read_text())["mean"]) if play.is_file() else None
+    return game, training, greedy, summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="train.py run directories")
+    args = parser.parse_args(argv)
+    print(
+        "| game | last 100 training games | greedy, 10 games | agent steps | minutes | FPS"
+        " | human-normalised (training / greedy) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|")
+    training_hns: dict[str, float] = {}
+    greedy_hns: dict[str, float] = {}
+    for run in args.runs:
+        for name in ("summary.json", "scores.csv"):
+            if not (run / name).is_file():
+                print(f"atari5.py: error: {run / name}: no such file", file=sys.stderr)
+                return 2
+        game, training, greedy, summary = row(run)
+        training_hns[game] = normalised(game, training)
+        greedy_text = "-" if greedy is None else f"{greedy:.1f}"
+        greedy_hns_text = "-"
+        if greedy is not None:
+            greedy_hns[game] = normalised(game, greedy)
+            greedy_hns_text = f"{greedy_hns[game]:.0f}%"
+        print(
+            f"| {game} | {training:.1f} | {greedy_text} | {summary['frames']:,}"
+            f" | {summary['seconds'] / 60:.1f} | {summary['fps']:,.0f}"
+            f" | {training_hns[game]:.0f}% / {greedy_hns_text} |"
+        )
+    for label, scores in (("training", training_hns), ("greedy", greedy_hns)):
+        if set(ATARI5) <= set(scores):
+            print(
+                f"\nAtari-5 estimate of the 57-game median ({label}): {atari5_median(scores):.0f}%"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
