@@ -10,7 +10,7 @@ import pytest
 
 from atari_speed.app.ablation import markdown, with_deltas
 from atari_speed.core.config import ConfigError, load_variants
-from tests.scripts import run_script
+from tests.scripts import run_script, train_here
 
 SHIPPED = [
     "wrapper-ablation",
@@ -29,6 +29,7 @@ log_every = 100
 [env]
 pipeline = "book"
 [dqn]
+network = "nips"
 batch_size = 16
 train_every = 2
 target_sync = 50
@@ -119,16 +120,7 @@ def test_two_variant_ablation_end_to_end(tmp_path):
     preset = tmp_path / "tiny-ablation.toml"
     preset.write_text(TWO_VARIANTS)
     parent = tmp_path / "out"
-    out = run_script(
-        "train.py",
-        "--preset",
-        str(preset),
-        "--run-dir",
-        str(parent),
-        "--set",
-        "run.seed=3",
-        timeout=300,
-    )
+    out = train_here("--preset", str(preset), "--run-dir", str(parent), "--set", "run.seed=3")
     assert out.returncode == 0, out.stderr
     rows = json.loads((parent / "ablation.json").read_text())["rows"]
     assert [r["variant"] for r in rows] == ["opencv, 2 envs", "numpy, 1 env"]
@@ -154,7 +146,7 @@ TINY_PQN += ["--set", "pqn.rollout=8", "--set", "pqn.minibatches=2"]
 
 
 def test_seeds_train_the_preset_once_per_seed_with_one_table(tmp_path):
-    out = run_script("train.py", *TINY_PQN, "--seeds", "3,4", "--run-dir", str(tmp_path))
+    out = train_here(*TINY_PQN, "--seeds", "3,4", "--run-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
     rows = json.loads((tmp_path / "ablation.json").read_text())["rows"]
     assert [r["variant"] for r in rows] == ["seed 3", "seed 4"]

@@ -9,7 +9,7 @@ import json
 import math
 
 from atari_speed.core.config import load_preset
-from tests.scripts import run_script
+from tests.scripts import play_here, run_script, train_here
 
 
 def test_an_unknown_game_is_one_line_naming_close_games():
@@ -29,8 +29,7 @@ def test_atari_fast_spends_10m_emulator_frames_and_has_no_solved_score():
 
 def test_game_flag_trains_that_game_and_play_scores_it(tmp_path):
     run_dir = tmp_path / "run"
-    trained = run_script(
-        "train.py",
+    trained = train_here(
         *("--preset", "atari-fast", "--game", "SpaceInvaders", "--mode", "n-env"),
         *("--envs", "4", "--frames", "4096", "--run-dir", str(run_dir)),
         *("--set", "env.backend='sync'", "--set", "run.precision='fp32'"),
@@ -46,8 +45,8 @@ def test_game_flag_trains_that_game_and_play_scores_it(tmp_path):
         scores = [float(row["score"]) for row in csv.DictReader(log)]
     assert scores and all(score % 5 == 0 for score in scores)
     assert sum(scores) / len(scores) > 50
-    played = run_script(
-        "play.py", str(run_dir), "--episodes", "1", "--no-window", "--json", "--max-seconds", "20"
+    played = play_here(
+        str(run_dir), "--episodes", "1", "--no-window", "--json", "--max-seconds", "20"
     )
     assert played.returncode == 0, played.stderr[-2000:]
     result = json.loads(played.stdout)

@@ -30,7 +30,7 @@ TINY = [
 @pytest.fixture(scope="module")
 def pqn_run(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("pqn")
-    out = run_script("train.py", *TINY, "--frames", "1024", "--run-dir", str(run_dir))
+    out = train_here(*TINY, "--frames", "1024", "--run-dir", str(run_dir))
     assert out.returncode == 0, out.stderr
     return run_dir
 
