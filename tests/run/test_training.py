@@ -34,8 +34,8 @@ TINY = [
     "dqn.target_sync=50",
     "--set",
     "explore.epsilon_frames=400",
-    # The book's Nature network costs ~2x the 2013 one an update on a CPU; these runs test
-    # the loop, not the network (test_resume_with_another_network... asks for nature).
+    # The 2013 network: an update costs about half the book's Nature network's on a CPU, and
+    # these runs test the loop, not the network.
     "--set",
     "dqn.network='nips'",
 ]
