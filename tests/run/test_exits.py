@@ -40,17 +40,17 @@ def leftovers(run_dir: Path) -> list[str]:
 def test_a_full_disk_at_the_checkpoint_says_so_in_one_line_and_keeps_the_last_good_one(
     tmp_path,
 ):
-    # The checkpoint at 300 frames is written; the one on the way out (600) finds no space.
+    # The checkpoint at 150 frames is written; the one on the way out (300) finds no space.
     patch = ENOSPC_AFTER + "import torch\ntorch.save = fail_after(1, torch.save)\n"
-    out = run_patched(patch, nenv(tmp_path, 600, "--set", "run.checkpoint_every=300"))
+    out = run_patched(patch, nenv(tmp_path, 300, "--set", "run.checkpoint_every=150"))
     assert out.returncode == 1, out.stderr
     assert out.stderr.strip().splitlines() == [
         f"train.py: error: no space left on {tmp_path} while writing checkpoint.pt: free some "
         "space or give --run-dir on another disk (checkpoint.pt keeps its last good version)"
     ]
     assert leftovers(tmp_path) == []
-    assert load_checkpoint(tmp_path / "checkpoint.pt").frames == 300
-    assert json.loads((tmp_path / "summary.json").read_text())["frames"] == 600
+    assert load_checkpoint(tmp_path / "checkpoint.pt").frames == 150
+    assert json.loads((tmp_path / "summary.json").read_text())["frames"] == 300
 
 
 def test_a_full_disk_under_tensorboard_ends_the_run_in_one_line(tmp_path):
@@ -76,11 +76,11 @@ def test_an_error_in_the_evaluation_thread_ends_the_run(tmp_path):
         "    raise RuntimeError('evaluation boom')\n"
         "e.play_side_by_side = boom\n"
     )
-    extra = ("--set", "eval.every=300", "--set", "eval.episodes=1")
+    extra = ("--set", "eval.every=200", "--set", "eval.episodes=1")
     out = run_patched(patch, nenv(tmp_path, 100_000, *extra), timeout=120)
     assert out.returncode == 1
     assert "RuntimeError: evaluation boom" in out.stderr
-    assert 300 <= load_checkpoint(tmp_path / "checkpoint.pt").frames < 100_000
+    assert 200 <= load_checkpoint(tmp_path / "checkpoint.pt").frames < 100_000
 
 
 @pytest.mark.parametrize("algorithm", ["dqn", "pqn"])

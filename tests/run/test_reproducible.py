@@ -4,12 +4,13 @@ which modes are not reproducible, and why)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.scripts import run_script
+from tests.scripts import run_script, train_here
 
 RUNS = {
     "DQN, ale backend": [
@@ -31,12 +32,28 @@ RUNS = {
 }  # fmt: skip
 
 
-def weights(args: list[str], run_dir: Path, seed: int) -> dict[str, torch.Tensor]:
-    out = run_script("train.py", *args, "--seed", str(seed), "--run-dir", str(run_dir))
+def weights(args: list[str], run_dir: Path, seed: int, threads: int = 0) -> dict[str, torch.Tensor]:
+    """The weights a run learned: train.py in a fresh interpreter, or, given the torch
+    threads a fresh one had (they decide how a sum is split, hence its last bits), its main
+    in this process (one interpreter's start, ~8 s here, saved per run)."""
+    run = [*args, "--seed", str(seed), "--run-dir", str(run_dir)]
+    if threads:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            out = train_here(*run)
+        finally:
+            torch.set_num_threads(before)
+    else:
+        out = run_script("train.py", *run)
     assert out.returncode == 0, out.stderr
     checkpoint = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     assert checkpoint["learner"]["updates"] > 0, "the runs must have learned something"
     return checkpoint["net"]
+
+
+def fresh_threads(run_dir: Path) -> int:
+    return json.loads((run_dir / "summary.json").read_text())["torch_threads"]
 
 
 def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
@@ -45,7 +62,10 @@ def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 
 @pytest.mark.parametrize("name", list(RUNS))
 def test_the_same_seed_learns_the_same_weights(tmp_path, name):
+    # One run as a user starts it, one in this process: the second shares nothing with the
+    # first, not even the interpreter (hash seeds, import order, whatever earlier tests left).
     first = weights(RUNS[name], tmp_path / "a", seed=3)
-    assert same(first, weights(RUNS[name], tmp_path / "b", seed=3))
+    threads = fresh_threads(tmp_path / "a")
+    assert same(first, weights(RUNS[name], tmp_path / "b", seed=3, threads=threads))
     if name == "PQN, ale backend, fp32":  # and the comparison can tell runs apart
-        assert not same(first, weights(RUNS[name], tmp_path / "c", seed=4))
+        assert not same(first, weights(RUNS[name], tmp_path / "c", seed=4, threads=threads))
