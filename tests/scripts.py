@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -82,6 +83,16 @@ def start_script(script: str, *args: str, env: dict[str, str] | None = None) -> 
         start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+
+
+# train.py's progress line ("[1m02s] frames 2,048/...") goes to stderr every 30 s when
+# stderr is not a terminal: on a slow machine a short run can print one before its error.
+PROGRESS_LINE = re.compile(r"^\[[0-9hms]+\] frames ")
+
+
+def error_lines(stderr: str) -> list[str]:
+    """stderr's lines other than progress lines: what a run said went wrong."""
+    return [line for line in stderr.strip().splitlines() if not PROGRESS_LINE.match(line)]
 
 
 def shm_segments() -> set[str]:

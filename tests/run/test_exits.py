@@ -11,7 +11,7 @@ import pytest
 
 from atari_speed.run.checkpoint import load_checkpoint
 from tests.run.test_training import TINY
-from tests.scripts import assert_no_shm_left, run_patched, shm_segments
+from tests.scripts import assert_no_shm_left, error_lines, run_patched, shm_segments
 
 ENOSPC_AFTER = """
 import errno
@@ -44,7 +44,7 @@ def test_a_full_disk_at_the_checkpoint_says_so_in_one_line_and_keeps_the_last_go
     patch = ENOSPC_AFTER + "import torch\ntorch.save = fail_after(1, torch.save)\n"
     out = run_patched(patch, nenv(tmp_path, 300, "--set", "run.checkpoint_every=150"))
     assert out.returncode == 1, out.stderr
-    assert out.stderr.strip().splitlines() == [
+    assert error_lines(out.stderr) == [
         f"train.py: error: no space left on {tmp_path} while writing checkpoint.pt: free some "
         "space or give --run-dir on another disk (checkpoint.pt keeps its last good version)"
     ]
@@ -61,7 +61,7 @@ def test_a_full_disk_under_tensorboard_ends_the_run_in_one_line(tmp_path):
     )
     out = run_patched(patch, nenv(tmp_path, 100_000), timeout=120)
     assert out.returncode == 1, out.stderr
-    assert out.stderr.strip().splitlines() == [
+    assert error_lines(out.stderr) == [
         f"train.py: error: no space left on {tmp_path}: free some space or give --run-dir on "
         "another disk (checkpoint.pt and summary.json keep their last good versions)"
     ]
