@@ -8,7 +8,8 @@ greedy mean of play.json (written by `uv run play.py <run>/best.pt --episodes 10
 --no-window > <run>/play.json`; "-" when absent), agent steps, minutes and FPS of the run,
 and both scores human-normalised. When the five Atari-5 games are among the runs, it
 ends with their estimate of the median human-normalised score over the 57 games, from
-each of the two scores.
+each of the two scores. `--png-dir DIR` also draws each run's smoothed training score
+against frames, as DIR/<game>.png.
 
 Human-normalised score (percent): 100 (score - random) / (human - random), with the
 random and human scores the Atari-5 repository uses (its Atari-Human.csv, the DQN papers'
@@ -28,6 +29,8 @@ import json
 import math
 import sys
 from pathlib import Path
+
+from atari_speed.app.ablation import plot_scores
 
 # game: (random, human), Atari-Human.csv of maitchison/Atari-5 ("Random", "Human").
 REFERENCE = {
@@ -83,7 +86,12 @@ def row(run: Path) -> tuple[str, float, float | None, dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="train.py run directories")
+    parser.add_argument(
+        "--png-dir", type=Path, help="also write <game>.png: the smoothed score against frames"
+    )
     args = parser.parse_args(argv)
+    if args.png_dir is not None:
+        args.png_dir.mkdir(parents=True, exist_ok=True)
     print(
         "| game | last 100 training games | greedy, 10 games | agent steps | minutes | FPS"
         " | human-normalised (training / greedy) |"
@@ -97,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"atari5.py: error: {run / name}: no such file", file=sys.stderr)
                 return 2
         game, training, greedy, summary = row(run)
+        if args.png_dir is not None:
+            plot_scores(
+                f"atari-fast: {game}", [(run.name, run)], args.png_dir / f"{game}.png", True
+            )
         training_hns[game] = normalised(game, training)
         greedy_text = "-" if greedy is None else f"{greedy:.1f}"
         greedy_hns_text = "-"

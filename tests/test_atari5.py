@@ -51,7 +51,8 @@ def test_the_table_reads_a_run_and_its_play_json(tmp_path, capsys):
         for i in range(150):
             writer.writerow([i, i, 0 if i < 50 else 10, 0])
     (run / "play.json").write_text(json.dumps({"mean": 30.5}))
-    assert atari5.main([str(run)]) == 0
+    assert atari5.main([str(run), "--png-dir", str(tmp_path / "png")]) == 0
+    assert (tmp_path / "png" / "breakout.png").stat().st_size > 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| breakout"))
     cells = [c.strip() for c in row.strip("|").split("|")]
