@@ -6,7 +6,7 @@ import pytest
 
 from atari_speed.app.auto import Machine, choose, needs_choice
 from atari_speed.core.config import ConfigError, load_preset
-from tests.scripts import run_main
+from tests.scripts import train_here
 
 # The classic pipeline has no-ops, so the ale backend starts its games as the others do.
 AUTO = ["run.mode='auto'", "run.envs='auto'", "env.backend='auto'", "env.pipeline='classic'"]
@@ -62,10 +62,8 @@ def test_no_working_backend_is_a_clear_error():
 
 def test_check_prints_the_machine_and_the_choice_without_training(tmp_path, monkeypatch):
     # run in tmp_path: nothing may be written, no runs/ directory appears there
-    from atari_speed.app.cli import train_main
-
     monkeypatch.chdir(tmp_path)
-    out = run_main(train_main, "--preset", "pong-fast", "--check")
+    out = train_here("--preset", "pong-fast", "--check")
     assert out.returncode == 0, out.stderr
     for text in ("cores:", "memory:", "gpu:", "torch threads:", "env backend ale: works"):
         assert text in out.stdout, text

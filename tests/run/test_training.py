@@ -217,6 +217,26 @@ def wait_until_training(
     raise AssertionError(f"no training progress; stderr: {proc.communicate()[1][-2000:]}")
 
 
+def interrupt_training(
+    proc: subprocess.Popen,
+    run_dir: Path,
+    act: Callable[[dict], None],
+    timeout: float,
+    until: Callable[[dict], bool] | None = None,
+) -> tuple[dict, str]:
+    """Once the run trains (and ``until`` holds), ``act(summary)`` on it; wait up to
+    ``timeout`` for it to exit, killing its process group if it does not. Returns the
+    summary acted on and the run's stderr."""
+    try:
+        s = wait_until_training(proc, run_dir, until=until)
+        act(s)
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return s, err
+
+
 def ctrl_c(proc: subprocess.Popen) -> None:
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's: the whole process group
 
@@ -232,13 +252,8 @@ def kill(proc: subprocess.Popen) -> None:
 def test_ctrl_c_or_kill_saves_a_checkpoint_and_exits_130(tmp_path, mode, stop):
     before = shm_segments()
     proc = start_training(*mode, "--frames", "10000000", "--run-dir", str(tmp_path), *TINY)
-    try:
-        actors = wait_until_training(proc, tmp_path)["choices"].get("actor_pids", [])
-        stop(proc)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    s, err = interrupt_training(proc, tmp_path, lambda _: stop(proc), timeout=60)
+    actors = s["choices"].get("actor_pids", [])
     assert proc.returncode == 130, err
     assert "checkpoint.pt saved" in err and "Traceback" not in err
     assert_no_shm_left(before, err)
@@ -398,15 +413,15 @@ def test_killed_actor_stops_the_run_with_a_checkpoint_and_no_orphans(tmp_path):
         "run.actors=2",
         *TINY,
     )
-    try:
-        pids = wait_until_training(proc, tmp_path)["choices"]["actor_pids"]
-        os.kill(pids[1], signal.SIGKILL)
-        # A run that failed to notice would train its 10M frames: the deadline catches
-        # that without timing a run that did notice.
-        _, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    # A run that failed to notice would train its 10M frames: the deadline catches that
+    # without timing a run that did notice.
+    s, err = interrupt_training(
+        proc,
+        tmp_path,
+        lambda s: os.kill(s["choices"]["actor_pids"][1], signal.SIGKILL),
+        timeout=240,
+    )
+    pids = s["choices"]["actor_pids"]
     assert proc.returncode == 1
     assert f"actor 1 (pid {pids[1]}) died with exit code -9" in err
     assert "Traceback" not in err
@@ -453,13 +468,13 @@ def test_evaluation_runs_beside_training_and_picks_best_pt(tmp_path):
         "--preset", "pong-nenv", "--frames", "10000000", "--run-dir", str(tmp_path),
         "--set", "eval.every=300", "--set", "eval.episodes=1", *TINY,
     )  # fmt: skip
-    try:
-        wait_until_training(proc, tmp_path, until=lambda s: s["eval_reward"] is not None)
-        ctrl_c(proc)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    _, err = interrupt_training(
+        proc,
+        tmp_path,
+        lambda _: ctrl_c(proc),
+        timeout=120,
+        until=lambda s: s["eval_reward"] is not None,
+    )
     assert proc.returncode == 130, err
     s = summary(tmp_path)
     assert -21 <= s["eval_reward"] <= 21 and s["evaluations"]
