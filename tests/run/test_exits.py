@@ -1,22 +1,31 @@
-"""Every way out of a run ends the process: a full disk, an error in the loop or in a
-thread. Each fault is injected into a fresh train.py process (``run_patched``)."""
+"""Every way out of a run ends it: a full disk, an error in the loop or in a thread. The
+faults in the loop's own process are injected into ``train_main`` in this process (the
+process would end when the run leaves nothing running but daemon threads: checked); the
+parallel learner's, whose subject is a process tree, into a fresh train.py
+(``run_patched``)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 from atari_speed.run.checkpoint import load_checkpoint
 from tests.run.test_training import TINY
-from tests.scripts import assert_no_shm_left, error_lines, run_patched, shm_segments
+from tests.scripts import assert_no_shm_left, error_lines, run_patched, shm_segments, train_here
 
-ENOSPC_AFTER = """
-import errno
-def fail_after(calls, real):
+
+def fail_after(calls: int, real: Callable) -> Callable:
+    """``real`` for its first ``calls`` calls, then a full disk (after writing part of the
+    file, where the call has one)."""
     seen = [0]
+
     def fake(*args, **kwargs):
         seen[0] += 1
         if seen[0] > calls:
@@ -24,8 +33,8 @@ def fail_after(calls, real):
                 args[1].write(b"half a file")  # a write that got partway
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(*args, **kwargs)
+
     return fake
-"""
 
 
 def nenv(run_dir: Path, frames: int, *extra: str) -> list[str]:
@@ -37,12 +46,25 @@ def leftovers(run_dir: Path) -> list[str]:
     return [p.name for p in run_dir.iterdir() if ".tmp" in p.name]
 
 
+@pytest.fixture
+def nothing_left_running():
+    """After the test, no thread the run started would keep a process alive (a non-daemon
+    thread, which Python waits for at exit) and no child process is left."""
+    import multiprocessing
+
+    before = set(threading.enumerate())
+    yield
+    left = [t.name for t in threading.enumerate() if t not in before and not t.daemon]
+    assert left == [], f"threads that would keep train.py alive: {left}"
+    assert multiprocessing.active_children() == []
+
+
 def test_a_full_disk_at_the_checkpoint_says_so_in_one_line_and_keeps_the_last_good_one(
-    tmp_path,
+    tmp_path, monkeypatch, nothing_left_running
 ):
     # The checkpoint at 150 frames is written; the one on the way out (300) finds no space.
-    patch = ENOSPC_AFTER + "import torch\ntorch.save = fail_after(1, torch.save)\n"
-    out = run_patched(patch, nenv(tmp_path, 300, "--set", "run.checkpoint_every=150"))
+    monkeypatch.setattr(torch, "save", fail_after(1, torch.save))
+    out = train_here(*nenv(tmp_path, 300, "--set", "run.checkpoint_every=150"))
     assert out.returncode == 1, out.stderr
     assert error_lines(out.stderr) == [
         f"train.py: error: no space left on {tmp_path} while writing checkpoint.pt: free some "
@@ -53,13 +75,15 @@ def test_a_full_disk_at_the_checkpoint_says_so_in_one_line_and_keeps_the_last_go
     assert json.loads((tmp_path / "summary.json").read_text())["frames"] == 300
 
 
-def test_a_full_disk_under_tensorboard_ends_the_run_in_one_line(tmp_path):
+def test_a_full_disk_under_tensorboard_ends_the_run_in_one_line(
+    tmp_path, monkeypatch, nothing_left_running
+):
     # TensorBoard writes from its own thread; its error surfaces at the next scalar.
-    patch = ENOSPC_AFTER + (
-        "from tensorboard.summary.writer import record_writer as r\n"
-        "r.RecordWriter.write = fail_after(5, r.RecordWriter.write)\n"
-    )
-    out = run_patched(patch, nenv(tmp_path, 100_000), timeout=120)
+    from tensorboard.summary.writer import record_writer
+
+    writer = record_writer.RecordWriter
+    monkeypatch.setattr(writer, "write", fail_after(5, writer.write))
+    out = train_here(*nenv(tmp_path, 100_000))
     assert out.returncode == 1, out.stderr
     assert error_lines(out.stderr) == [
         f"train.py: error: no space left on {tmp_path}: free some space or give --run-dir on "
@@ -69,17 +93,19 @@ def test_a_full_disk_under_tensorboard_ends_the_run_in_one_line(tmp_path):
     assert leftovers(tmp_path) == []
 
 
-def test_an_error_in_the_evaluation_thread_ends_the_run(tmp_path):
-    patch = (
-        "import atari_speed.run.evaluation as e\n"
-        "def boom(*args, **kwargs):\n"
-        "    raise RuntimeError('evaluation boom')\n"
-        "e.play_side_by_side = boom\n"
-    )
+def test_an_error_in_the_evaluation_thread_ends_the_run(
+    tmp_path, monkeypatch, nothing_left_running
+):
+    import atari_speed.run.evaluation as evaluation
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("evaluation boom")
+
+    monkeypatch.setattr(evaluation, "play_side_by_side", boom)
     extra = ("--set", "eval.every=200", "--set", "eval.episodes=1")
-    out = run_patched(patch, nenv(tmp_path, 100_000, *extra), timeout=120)
-    assert out.returncode == 1
-    assert "RuntimeError: evaluation boom" in out.stderr
+    # Raised out of main, as the script would (Python prints it and exits 1).
+    with pytest.raises(RuntimeError, match="evaluation boom"):
+        train_here(*nenv(tmp_path, 100_000, *extra))
     assert 200 <= load_checkpoint(tmp_path / "checkpoint.pt").frames < 100_000
 
 
