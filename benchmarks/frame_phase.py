@@ -1,6 +1,6 @@
 """How a trained agent's score depends on the emulator frame its games start at.
 
-    uv run benchmarks/frame_phase.py CHECKPOINT [--games 2] [--epsilon 0.02]
+    uv run benchmarks/frame_phase.py CHECKPOINT [--games 2] [--epsilon 0.02] [--with-noops 24]
 
 Plays the checkpoint on its own pipeline with any NoopReset stage removed, so each game
 starts at a fixed frame: the pipeline's own start, then 1, 2 and 3 extra emulator frames
@@ -8,6 +8,10 @@ later (with frame skip 4 these are the four phases a game can start at). Then it
 the same number of games on the ale backend, whose FIRE reset lasts one frame where
 FireReset's lasts eight. An agent trained without random no-ops learns one phase; this
 shows which, and what the others cost.
+
+``--with-noops N`` then plays N games (one each in N envs side by side) on the pipeline as
+the checkpoint has it, no-ops included, on the in-process (``sync``, play.py's) and the
+``ale`` backend: the score the agent makes in each of the two envs it can meet.
 """
 
 from __future__ import annotations
@@ -45,6 +49,24 @@ def play(
     return scores
 
 
+def one_game_each(env: Any, net: torch.nn.Module, epsilon: float, seed: int) -> list[float]:
+    """The first whole game of each env of ``env``, played side by side."""
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    scores: list[float | None] = [None] * env.num_envs
+    while any(s is None for s in scores):
+        actions, _ = act(net, np.asarray(obs), epsilon, env.single_action_space.n, rng, CPU)
+        obs, _, _, _, info = env.step(actions)
+        if "episode" in info:
+            for i in np.flatnonzero(info["_episode"]):
+                if scores[i] is None:
+                    scores[i] = float(info["episode"]["r"][i])
+    return [float(s) for s in scores if s is not None]
+
+
+CPU = torch.device("cpu")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -53,6 +75,10 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=2, help="games per start phase")
     parser.add_argument("--epsilon", type=float, default=0.02, help="as in training")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--with-noops", type=int, default=0, metavar="N",
+        help="also N games with the pipeline's no-ops on the sync and ale backends",
+    )  # fmt: skip
     args = parser.parse_args()
     checkpoint = load_checkpoint(args.checkpoint)
     net = checkpoint.policy(torch.device("cpu"))
@@ -74,6 +100,16 @@ def main() -> None:
         scores = play(env, net, args.games, args.epsilon, 0, args.seed)
         env.close()
         print(f"| ale backend | {statistics.mean(scores):+.1f} | {scores} |")
+        if args.with_noops:
+            print(f"\nWith the pipeline's no-ops, {args.with_noops} games, one per env:\n")
+            print("| backend | mean score | games |\n|---|---:|---|")
+            for backend in ("sync", "ale"):
+                env = make_vector_env(
+                    checkpoint.pipeline, checkpoint.game, args.with_noops, backend=backend
+                )
+                scores = one_game_each(env, net, args.epsilon, args.seed)
+                env.close()
+                print(f"| {backend} | {statistics.mean(scores):+.1f} | {scores} |", flush=True)
 
 
 if __name__ == "__main__":
