@@ -83,6 +83,13 @@ def play_parser() -> argparse.ArgumentParser:
         "a truncated game: a quick preview or a short clip (default: the emulator's 30 minutes)",
     )
     parser.add_argument(
+        "--pipeline",
+        metavar="NAME",
+        help="play on this wrapper pipeline (a name in wrappers/ or a .toml path) instead of "
+        "the one saved in the checkpoint; its observations must fit the network (default: "
+        "the checkpoint's)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print only one JSON object on one line, for scripts"
     )
     return parser
@@ -112,7 +119,7 @@ def open_env(checkpoint: Checkpoint, path: Path, args: argparse.Namespace) -> gy
     the checkpoint's network."""
     from atari_speed.envs.pipeline import make_env
 
-    env = make_env(checkpoint.pipeline, checkpoint.game)
+    env = make_env(args.pipeline or checkpoint.pipeline, checkpoint.game)
     cap = frame_cap(args)
     if cap is not None:
         # The emulator itself then ends the game, as truncated, so every stage (episodic
@@ -202,7 +209,7 @@ def watch(
     return Played(games, (width, height), recorder.saved, recorder.frames)
 
 
-def print_json(path: Path, checkpoint: Checkpoint, played: Played) -> None:
+def print_json(path: Path, checkpoint: Checkpoint, played: Played, pipeline: str) -> None:
     import json
 
     mean, std = score_stats(played.games)
@@ -210,6 +217,7 @@ def print_json(path: Path, checkpoint: Checkpoint, played: Played) -> None:
         "checkpoint": str(path),
         "game": checkpoint.game,
         "frames_trained": checkpoint.frames,
+        "pipeline": pipeline,
         "episodes": played.games,
         "mean": mean,
         "std": std,
@@ -223,6 +231,8 @@ def print_text(
 ) -> None:
     cap = frame_cap(args)
     print(f"{path}: {checkpoint.game}, trained {checkpoint.frames:,} frames")
+    if args.pipeline:
+        print(f"played on pipeline {args.pipeline}, not the checkpoint's")
     for i, g in enumerate(played.games, 1):
         cut = cap is not None and g["frames"] >= cap
         note = f" (cut short at {args.max_seconds:g} s)" if cut else ""
@@ -265,7 +275,7 @@ def play_main(argv: list[str] | None = None) -> int:
         print("\ninterrupted", file=sys.stderr)
         return 130
     if args.json:
-        print_json(path, checkpoint, played)
+        print_json(path, checkpoint, played, args.pipeline or checkpoint.pipeline.get("name"))
     else:
         print_text(path, checkpoint, played, args)
     if len(played.games) < args.episodes:

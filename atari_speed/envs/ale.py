@@ -105,13 +105,17 @@ FIRE = 1  # the action index FireReset presses first
 
 def fire_after_life_loss(pipeline: dict[str, Any], action_set: list[Any]) -> bool:
     """Whether the ale backend must press FIRE after a lost life to play as the pipeline
-    does on the other backends: there EpisodicLife's reset after a lost life is followed by
-    FireReset's presses. Without them a game such as Breakout waits with the ball held
-    until the agent happens to press FIRE, and an agent trained so would be evaluated
-    (play.py, the pipeline backends) on games that launch the ball for it."""
-    names = {s["wrapper"] for s in pipeline["stages"]}
+    does on the other backends: there EpisodicLife's reset after a lost life plays FIRE
+    (``after_life = "fire"``) or is followed by FireReset's presses. Without them a game
+    such as Breakout waits with the ball held until the agent happens to press FIRE, and
+    an agent trained so would be evaluated (play.py, the pipeline backends) on games that
+    launch the ball for it."""
+    stages = {s["wrapper"]: s for s in pipeline["stages"]}
     wants_fire = len(action_set) >= 3 and action_set[FIRE].name == "FIRE"
-    return {"EpisodicLife", "FireReset"} <= names and wants_fire
+    life = stages.get("EpisodicLife")
+    if life is None or not wants_fire:
+        return False
+    return life.get("after_life") == "fire" or "FireReset" in stages
 
 
 # Pipeline stage -> AtariVectorEnv options. Order: ALE resets with no-ops, skips and
@@ -127,7 +131,11 @@ def ale_start_differs(pipeline: dict[str, Any]) -> str | None:
     action 2 as two agent steps (8 frames with skip 4). Without random no-ops every game
     then starts at a fixed frame phase that differs between the two, and a DQN agent learns
     its phase: pong-fast trained on ale scored +12.8 at ALE's phase, -15.2 at the pipeline's
-    (benchmarks/frame_phase.py). NoopReset's random start makes the phase random in both.
+    (benchmarks/frame_phase.py). NoopReset's random start makes the phase random in both,
+    but the classic start (no-ops, then FireReset) still leads to other states than ALE's
+    (a FIRE frame, then no-ops), and an agent can learn those too: a Breakout agent trained
+    on ale scored 18.7 greedy there, 9.4 from the classic starts (docs/atari.md). Not
+    warned: a pipeline whose NoopReset has ``style = "ale"`` starts as ALE does everywhere.
     """
     names = {s["wrapper"] for s in pipeline["stages"]}
     if "FireReset" in names and "NoopReset" not in names:
@@ -165,7 +173,10 @@ def ale_options(pipeline: dict[str, Any]) -> dict[str, Any]:
         "frameskip": skip["skip"],
         "maxpool": skip["max_pool"],
         "life_loss_info": "EpisodicLife" in stages,
-        "use_fire_reset": "FireReset" in stages,
+        # ALE's own start: one FIRE frame, then its no-ops (NoopReset's "ale" style).
+        # FireReset's FIRE and action 2 after the no-ops it cannot play: the nearest.
+        "use_fire_reset": "FireReset" in stages
+        or stages.get("NoopReset", {}).get("style") == "ale",
         "img_width": warp["width"],
         "img_height": warp["height"],
         "grayscale": True,

@@ -67,7 +67,17 @@ class StageSpec:
 _SIZE = {"low": 8, "high": 512}
 STAGES: dict[str, StageSpec] = {
     "NoopReset": StageSpec(
-        w.NoopReset, {"noop_max": Param(int, 30, "most NOOPs played on reset", 1, 1000)}
+        w.NoopReset,
+        {
+            "noop_max": Param(int, 30, "most NOOPs played on reset", 1, 1000),
+            "style": Param(
+                str,
+                "classic",
+                "classic: 1..noop_max NOOPs; ale: ale-py's vector env's start (one FIRE "
+                "frame where the game has FIRE, then its NOOPs)",
+                choices=("classic", "ale"),
+            ),
+        },
     ),
     "MaxAndSkip": StageSpec(
         w.MaxAndSkip,
@@ -76,7 +86,17 @@ STAGES: dict[str, StageSpec] = {
             "max_pool": Param(bool, True, "max over the last two frames of the step"),
         },
     ),
-    "EpisodicLife": StageSpec(w.EpisodicLife),
+    "EpisodicLife": StageSpec(
+        w.EpisodicLife,
+        {
+            "after_life": Param(
+                str,
+                "noop",
+                "the step played after a lost life: noop, or fire (where action 1 is FIRE)",
+                choices=("noop", "fire"),
+            )
+        },
+    ),
     "FireReset": StageSpec(w.FireReset),
     "WarpFrame": StageSpec(
         w.WarpFrame,
@@ -93,7 +113,15 @@ STAGES: dict[str, StageSpec] = {
         },
     ),
     "ClipReward": StageSpec(w.ClipReward),
-    "FrameStack": StageSpec(w.FrameStack, {"k": Param(int, 4, "frames stacked", 1, 16)}),
+    "FrameStack": StageSpec(
+        w.FrameStack,
+        {
+            "k": Param(int, 4, "frames stacked", 1, 16),
+            "keep_across_lives": Param(
+                bool, False, "keep the frames across a lost life (as ale-py's vector env)"
+            ),
+        },
+    ),
 }
 
 # (earlier, later, why): if both stages are present, `earlier` must come first.

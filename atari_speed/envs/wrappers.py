@@ -26,6 +26,9 @@ from atari_speed.core.errors import ConfigError
 from atari_speed.envs.imaging import IMAGE_BACKENDS
 
 NOOP = 0
+# In the info of a reset that only went on past a lost life (EpisodicLife): the game and
+# what the screen showed before it go on.
+GAME_GOES_ON = "game_goes_on"
 
 
 def _ale(env: gym.Env) -> Any:
@@ -33,22 +36,41 @@ def _ale(env: gym.Env) -> Any:
 
 
 class NoopReset(gym.Wrapper):
-    """On reset, play a random number (1..noop_max) of NOOPs so start states vary.
+    """On reset, play a random number of NOOPs so start states vary.
+
+    ``style="classic"`` (baselines', the book's): 1..noop_max NOOP frames. ``style="ale"``:
+    a game starts as ale-py's native vector env starts it (``PreprocessedEnv::reset``,
+    ale-py 0.12): FIRE for one frame where the game has FIRE, then max(0, U{0..noop_max-1}
+    - 1) NOOP frames (U{0..noop_max-1} without FIRE). An agent trained on the ``ale``
+    backend learns from those starts; a pipeline with this style gives them on every
+    backend, and so in play.py (a Breakout agent that scores 18.7 greedy in its own env
+    scored 9.4 from the classic starts: docs/atari.md).
 
     Observation, reward and episode end are unchanged. If a NOOP ends the game, the env is
     reset again and the remaining NOOPs are played from the fresh start.
     """
 
-    def __init__(self, env: gym.Env, noop_max: int = 30) -> None:
+    def __init__(self, env: gym.Env, noop_max: int = 30, style: str = "classic") -> None:
         super().__init__(env)
         self.noop_max = noop_max
         meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
         if meanings[NOOP] != "NOOP":
             raise ConfigError(f"NoopReset: action 0 of this game is {meanings[NOOP]}, not NOOP")
+        self.fire = meanings.index("FIRE") if style == "ale" and "FIRE" in meanings else None
+        self.style = style
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
-        noops = int(self.unwrapped.np_random.integers(1, self.noop_max + 1))
+        rng = self.unwrapped.np_random
+        if self.style == "classic":
+            noops = int(rng.integers(1, self.noop_max + 1))
+        else:
+            noops = int(rng.integers(0, self.noop_max))
+            if self.fire is not None:
+                obs, _, terminated, truncated, info = self.env.step(self.fire)
+                if terminated or truncated:
+                    obs, info = self.env.reset()
+                noops = max(0, noops - 1)
         for _ in range(noops):
             obs, _, terminated, truncated, info = self.env.step(NOOP)
             if terminated or truncated:
@@ -97,15 +119,21 @@ class MaxAndSkip(gym.Wrapper):
 class EpisodicLife(gym.Wrapper):
     """End the training episode when a life is lost; reset the game only when it is over.
 
-    After a life loss, ``reset`` does not restart the game: it plays one NOOP and returns
-    from there. The reward and length the user sees (``info["episode"]``) still cover the
-    whole game, because ``GameRecorder`` sits below this wrapper.
+    After a life loss, ``reset`` does not restart the game: it plays one step and returns
+    from there, NOOP (``after_life="noop"``, baselines') or, where the game's action 1 is
+    FIRE, FIRE (``after_life="fire"``: what the ``ale`` backend plays in the agent's place
+    after a lost life, ``atari_speed.envs.ale.fire_after_life_loss``). The reward and
+    length the user sees (``info["episode"]``) still cover the whole game, because
+    ``GameRecorder`` sits below this wrapper.
     """
 
-    def __init__(self, env: gym.Env) -> None:
+    def __init__(self, env: gym.Env, after_life: str = "noop") -> None:
         super().__init__(env)
         self.lives = 0
         self.game_over = True
+        meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
+        fires = after_life == "fire" and len(meanings) >= 3 and meanings[1] == "FIRE"
+        self.after_life = 1 if fires else NOOP
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -120,9 +148,11 @@ class EpisodicLife(gym.Wrapper):
         if self.game_over:
             obs, info = self.env.reset(**kwargs)
         else:
-            obs, _, terminated, truncated, info = self.env.step(NOOP)
+            obs, _, terminated, truncated, info = self.env.step(self.after_life)
             if terminated or truncated:
                 obs, info = self.env.reset(**kwargs)
+            else:
+                info = {**info, GAME_GOES_ON: True}  # for FrameStack(keep_across_lives)
         self.game_over = False
         self.lives = _ale(self.env).lives()
         return obs, info
@@ -232,13 +262,16 @@ class StackedFrames:
 class FrameStack(gym.ObservationWrapper):
     """Observe the last ``k`` frames, channel-first: ``(k, H, W)`` gray, ``(3k, H, W)`` RGB.
 
-    After a reset the older slots are zeros (as ptan's ``wrap_dqn``). Observations are
-    ``StackedFrames``: use ``np.asarray(obs)`` for an array.
+    After a reset the older slots are zeros (as ptan's ``wrap_dqn``), except, with
+    ``keep_across_lives``, after a reset that only went on past a lost life
+    (EpisodicLife's): the frames before it stay, as ale-py's vector env keeps its stack
+    there. Observations are ``StackedFrames``: use ``np.asarray(obs)`` for an array.
     """
 
-    def __init__(self, env: gym.Env, k: int = 4) -> None:
+    def __init__(self, env: gym.Env, k: int = 4, keep_across_lives: bool = False) -> None:
         super().__init__(env)
         self.k = k
+        self.keep_across_lives = keep_across_lives
         space = env.observation_space
         assert isinstance(space, spaces.Box) and space.dtype == np.uint8, space
         frame_shape = space.shape if len(space.shape) == 2 else (space.shape[2], *space.shape[:2])
@@ -255,8 +288,10 @@ class FrameStack(gym.ObservationWrapper):
         return frame[np.newaxis] if frame.ndim == 2 else np.moveaxis(frame, 2, 0)
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        self._frames = (self._zeros,) * self.k
-        return super().reset(**kwargs)
+        obs, info = self.env.reset(**kwargs)
+        if not (self.keep_across_lives and info.get(GAME_GOES_ON)):
+            self._frames = (self._zeros,) * self.k
+        return self.observation(obs), info
 
     def observation(self, observation: np.ndarray) -> StackedFrames:
         self._frames = (*self._frames[1:], self._channel_first(observation))

@@ -181,6 +181,28 @@ def test_bad_flags_are_one_line_and_exit_2(run_dir, tmp_path, flags, message):
     assert out.stdout == "" and os.listdir(tmp_path) == []
 
 
+def test_pipeline_flag_plays_on_another_pipeline(run_dir):
+    # The run trained on `book` (84x84); `classic` gives the same observations.
+    out = play(str(run_dir), "--max-seconds", "2", "--json", "--pipeline", "classic")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["pipeline"] == "classic"
+    default = play(str(run_dir), "--max-seconds", "2", "--json")
+    assert json.loads(default.stdout)["pipeline"] == "book"
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("small", "observations [4, 84, 84]; the rebuilt pong env has 6 and [4, 42, 42]"),
+        ("nope", "pipeline 'nope': no such file; give a path or one of: "),
+    ],
+)
+def test_a_pipeline_that_does_not_fit_is_one_line_and_exit_2(run_dir, name, message):
+    out = play(str(run_dir), "--max-seconds", "2", "--pipeline", name)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
 def test_no_display_says_so_once_and_still_plays(run_dir):
     out = play(str(run_dir), "--max-seconds", "2")
     assert out.returncode == 0, out.stderr

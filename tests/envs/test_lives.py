@@ -3,6 +3,8 @@ is followed by FIRE, and the game's unclipped score is what a finished game repo
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,38 @@ def test_the_sticky_pipeline_differs_from_atari_fasts_only_in_sticky_actions():
     plain, sticky = resolve_pipeline("small-maxpool"), resolve_pipeline("small-maxpool-sticky")
     assert sticky["stages"] == plain["stages"]
     assert (plain["repeat_action_probability"], sticky["repeat_action_probability"]) == (0, 0.25)
+
+
+def test_small_maxpool_plays_the_very_game_of_the_ale_backend_on_the_sync_backend():
+    # atari-fast trains on the ale backend and play.py plays the Python pipeline: they must
+    # be one env, or an agent loses in play.py what it learned (docs/atari.md: Breakout,
+    # 18.7 greedy on ale, 9.4 from the classic starts). With noop_max = 1 both start
+    # without no-ops (ALE draws its count from its own generator), so every observation,
+    # reward and end must agree, across lost lives and finished games.
+    pipeline = copy.deepcopy(resolve_pipeline("small-maxpool"))
+    pipeline["stages"][0]["noop_max"] = 1
+    sync, ale = (make_vector_env(pipeline, "breakout", 1, backend=b) for b in ("sync", "ale"))
+    obs_sync, _ = sync.reset(seed=0)
+    obs_ale, _ = ale.reset(seed=0)
+    assert np.array_equal(obs_sync, obs_ale), "the game starts alike: one FIRE frame"
+    rng = np.random.default_rng(0)
+    lives_lost = games = 0
+    for _ in range(1000):
+        action = rng.integers(0, 4, 1)
+        obs_sync, r_sync, end_sync, cut_sync, info_sync = sync.step(action)
+        obs_ale, r_ale, end_ale, cut_ale, info_ale = ale.step(action)
+        assert (r_sync, end_sync, cut_sync) == (r_ale, end_ale, cut_ale)
+        if "_episode" in info_sync:  # a finished game, and the next one's start
+            assert info_sync["episode"]["r"][0] == info_ale["episode"]["r"][0]
+            games += 1
+        elif end_sync[0]:
+            # A lost life: the pipeline plays FIRE inside its reset, the ale backend in
+            # place of the agent's next action; the states after it must be the same.
+            assert np.array_equal(info_sync["final_obs"][0], obs_ale[0])
+            obs_ale, r_fire, end_fire, _, _ = ale.step(action)
+            assert r_fire[0] == 0 and not end_fire[0]
+            lives_lost += 1
+        assert np.array_equal(obs_sync, obs_ale), (lives_lost, games)
+    sync.close()
+    ale.close()
+    assert lives_lost >= 10 and games >= 2

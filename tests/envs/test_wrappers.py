@@ -115,6 +115,19 @@ def test_episodic_life_resets_if_the_noop_after_a_life_loss_ends_the_game():
     assert fake.resets == 2 and fake.t == 0 and (obs == px(0)).all()
 
 
+@pytest.mark.parametrize(
+    ("meanings", "after"), [(("NOOP", "FIRE", "RIGHT"), 1), (("NOOP", "UP", "DOWN"), 0)]
+)
+def test_episodic_life_after_life_fire_plays_fire_where_the_game_has_it(meanings, after):
+    fake = FakeAtari(lives={0: 3, 2: 2}, meanings=meanings)
+    env = w.EpisodicLife(fake, after_life="fire")
+    env.reset()
+    assert [env.step(0)[2] for _ in range(2)] == [False, True]
+    _, info = env.reset()
+    assert fake.resets == 1 and fake.actions == [0, 0, after]
+    assert info[w.GAME_GOES_ON] is True
+
+
 # ---------------------------------------------------------------- FireReset
 
 
@@ -161,6 +174,24 @@ def test_noop_reset_plays_between_1_and_noop_max_noops():
         assert set(fake.actions) == {0}
         counts.add(len(fake.actions))
     assert counts == {1, 2, 3, 4, 5}
+
+
+@pytest.mark.parametrize(
+    ("meanings", "first", "counts"),
+    [
+        # ale-py's vector env: one FIRE frame, then max(0, U{0..noop_max-1} - 1) NOOPs
+        (("NOOP", "FIRE", "RIGHT"), [1], {0, 1, 2}),
+        (("NOOP", "UP", "DOWN"), [], {0, 1, 2, 3}),  # no FIRE: U{0..noop_max-1} NOOPs
+    ],
+)
+def test_noop_reset_ale_style_starts_as_ale_pys_vector_env(meanings, first, counts):
+    seen = set()
+    for seed in range(60):
+        fake = FakeAtari(meanings=meanings)
+        w.NoopReset(fake, noop_max=4, style="ale").reset(seed=seed)
+        assert fake.actions[: len(first)] == first and set(fake.actions[len(first) :]) <= {0}
+        seen.add(len(fake.actions) - len(first))
+    assert seen == counts
 
 
 def test_noop_reset_resets_again_when_a_noop_ends_the_game():
@@ -285,6 +316,23 @@ def test_frame_stack_space_is_uint8_from_0_to_255_and_its_padding_read_only():
         obs.frames[0][...] = 1  # the shared zero frame of every reset's padding
     assert np.asarray(obs, dtype=np.float32).dtype == np.float32
     assert np.asarray(obs, dtype=np.float32)[3:].max() == float(px(0))
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_frame_stack_keeps_its_frames_across_a_lost_life_only_if_asked(keep):
+    fake = FakeAtari(lives={0: 3, 2: 2}, game_length=6, shape=(6, 5, 3))
+    env = w.FrameStack(w.EpisodicLife(fake), k=3, keep_across_lives=keep)
+    env.reset()
+    for _ in range(2):
+        *_, lost, _, _ = env.step(0)
+    assert lost
+    obs, _ = env.reset()  # a NOOP into the same game: frame 3
+    older = [px(1), px(2)] if keep else [0, 0]
+    assert [int(f.max()) for f in obs.frames] == [*older, px(3)]
+    for _ in range(3):
+        env.step(0)
+    obs, _ = env.reset()  # the game is over: a new game, an empty stack either way
+    assert fake.resets == 2 and [int(f.max()) for f in obs.frames] == [0, 0, px(0)]
 
 
 def test_a_stack_of_one_frame_is_that_frame():
