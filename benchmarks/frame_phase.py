@@ -27,6 +27,8 @@ from atari_speed.agent.policy import act
 from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.checkpoint import load_checkpoint
 
+CPU = torch.device("cpu")
+
 
 def play(
     env: Any, net: torch.nn.Module, games: int, epsilon: float, shift: int, seed: int
@@ -41,7 +43,7 @@ def play(
         for _ in range(pending):  # on the raw emulator: moves the phase, not the agent's clock
             env.envs[0].unwrapped.ale.act(0)
         pending = 0
-        actions, _ = act(net, np.asarray(obs), epsilon, actions_n, rng, torch.device("cpu"))
+        actions, _ = act(net, np.asarray(obs), epsilon, actions_n, rng, CPU)
         obs, _, _, _, info = env.step(actions)
         if "episode" in info and info["_episode"][0]:
             scores.append(float(info["episode"]["r"][0]))
@@ -64,9 +66,6 @@ def one_game_each(env: Any, net: torch.nn.Module, epsilon: float, seed: int) -> 
     return [float(s) for s in scores if s is not None]
 
 
-CPU = torch.device("cpu")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -81,7 +80,7 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
     checkpoint = load_checkpoint(args.checkpoint)
-    net = checkpoint.policy(torch.device("cpu"))
+    net = checkpoint.policy(CPU)
     pipeline = dict(checkpoint.pipeline)
     pipeline["stages"] = [s for s in pipeline["stages"] if s["wrapper"] != "NoopReset"]
     print(

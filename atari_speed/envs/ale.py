@@ -14,6 +14,7 @@ from gymnasium.vector import AutoresetMode
 from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import resolve_game
 from atari_speed.envs.stepping import StepBuffers, VectorEnv
+from atari_speed.envs.wrappers import FIRE
 
 
 class AleVectorEnv(VectorEnv):
@@ -100,9 +101,6 @@ class AleVectorEnv(VectorEnv):
         self.ale.close()
 
 
-FIRE = 1  # the action index FireReset presses first
-
-
 def fire_after_life_loss(pipeline: dict[str, Any], action_set: list[Any]) -> bool:
     """Whether the ale backend must press FIRE after a lost life to play as the pipeline
     does on the other backends: there EpisodicLife's reset after a lost life plays FIRE
@@ -133,9 +131,9 @@ def ale_start_differs(pipeline: dict[str, Any]) -> str | None:
     its phase: pong-fast trained on ale scored +12.8 at ALE's phase, -15.2 at the pipeline's
     (benchmarks/frame_phase.py). NoopReset's random start makes the phase random in both,
     but the classic start (no-ops, then FireReset) still leads to other states than ALE's
-    (a FIRE frame, then no-ops), and an agent can learn those too: a Breakout agent trained
-    on ale scored 18.7 greedy there, 9.4 from the classic starts (docs/atari.md). Not
-    warned: a pipeline whose NoopReset has ``style = "ale"`` starts as ALE does everywhere.
+    (a FIRE frame, then no-ops), and an agent can learn those too (docs/atari.md, the
+    greedy gap). Not warned: a pipeline whose NoopReset has ``style = "ale"`` starts as ALE
+    does everywhere.
     """
     names = {s["wrapper"] for s in pipeline["stages"]}
     if "FireReset" in names and "NoopReset" not in names:

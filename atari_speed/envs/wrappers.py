@@ -26,9 +26,17 @@ from atari_speed.core.errors import ConfigError
 from atari_speed.envs.imaging import IMAGE_BACKENDS
 
 NOOP = 0
+FIRE = 1  # where a game has FIRE as its action 1 (``fires_at_1``)
 # In the info of a reset that only went on past a lost life (EpisodicLife): the game and
 # what the screen showed before it go on.
 GAME_GOES_ON = "game_goes_on"
+
+
+def fires_at_1(env: gym.Env) -> bool:
+    """Whether the game's action 1 is FIRE (Breakout, Qbert, Pong; not Ms. Pac-Man): where
+    FireReset and EpisodicLife's ``after_life="fire"`` press it."""
+    meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
+    return len(meanings) >= 3 and meanings[FIRE] == "FIRE"
 
 
 def _ale(env: gym.Env) -> Any:
@@ -43,8 +51,8 @@ class NoopReset(gym.Wrapper):
     ale-py 0.12): FIRE for one frame where the game has FIRE, then max(0, U{0..noop_max-1}
     - 1) NOOP frames (U{0..noop_max-1} without FIRE). An agent trained on the ``ale``
     backend learns from those starts; a pipeline with this style gives them on every
-    backend, and so in play.py (a Breakout agent that scores 18.7 greedy in its own env
-    scored 9.4 from the classic starts: docs/atari.md).
+    backend, and so in play.py (docs/atari.md, the greedy gap, measures what the classic
+    starts cost such an agent).
 
     Observation, reward and episode end are unchanged. If a NOOP ends the game, the env is
     reset again and the remaining NOOPs are played from the fresh start.
@@ -131,9 +139,7 @@ class EpisodicLife(gym.Wrapper):
         super().__init__(env)
         self.lives = 0
         self.game_over = True
-        meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
-        fires = after_life == "fire" and len(meanings) >= 3 and meanings[1] == "FIRE"
-        self.after_life = 1 if fires else NOOP
+        self.after_life = FIRE if after_life == "fire" and fires_at_1(env) else NOOP
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -168,8 +174,7 @@ class FireReset(gym.Wrapper):
 
     def __init__(self, env: gym.Env, max_tries: int = 3) -> None:
         super().__init__(env)
-        meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
-        self.active = len(meanings) >= 3 and meanings[1] == "FIRE"
+        self.active = fires_at_1(env)
         self.max_tries = max_tries
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
@@ -178,7 +183,7 @@ class FireReset(gym.Wrapper):
             return obs, info
         for _ in range(self.max_tries):
             ended = False
-            for action in (1, 2):
+            for action in (FIRE, 2):
                 obs, _, terminated, truncated, info = self.env.step(action)
                 if terminated or truncated:
                     ended = True
