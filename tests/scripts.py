@@ -8,12 +8,15 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from unittest import mock
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests import launcher
+
+ROOT = launcher.ROOT
 
 
 def run_script(
@@ -22,8 +25,13 @@ def run_script(
     timeout: float = 600,
     cwd: Path = ROOT,
     env: dict[str, str] | None = None,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess:
-    """``python <script> args`` from the repository, output captured as text."""
+    """``python <script> args`` from the repository, output captured as text: a process of
+    its own forked from the preloaded server (``tests.launcher``), or with ``fresh`` a new
+    interpreter (for tests about the interpreter: what an import loads, what Qt does)."""
+    if not fresh:
+        return launcher.run(script, *args, timeout=timeout, cwd=cwd, env=env)
     return subprocess.run(
         [sys.executable, str(ROOT / script), *args],
         capture_output=True,
@@ -66,13 +74,19 @@ def play_here(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     return run_main(play_main, *args, env=env)
 
 
-def start_script(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """``python <script> args`` started in its own session, to be interrupted by a test.
+def start_script(
+    script: str, *args: str, env: dict[str, str] | None = None, fresh: bool = False
+) -> subprocess.Popen | launcher.Launched:
+    """``python <script> args`` started in its own session, to be interrupted by a test:
+    forked from the preloaded server (``tests.launcher``), or with ``fresh`` a new
+    interpreter.
 
-    Ctrl-C is restored to Python's default in the child, as a terminal's would be: a suite
-    run in the background (``nohup uv run pytest &``) ignores SIGINT, and a child inherits
-    that, so the test would wait on a script that never hears its Ctrl-C.
+    Ctrl-C is Python's default in the child, as a terminal's would be: a suite run in the
+    background (``nohup uv run pytest &``) ignores SIGINT, and a child inherits that, so
+    the test would wait on a script that never hears its Ctrl-C.
     """
+    if not fresh:
+        return launcher.start(script, *args, env=env)
     return subprocess.Popen(
         [sys.executable, str(ROOT / script), *args],
         stdout=subprocess.PIPE,
@@ -126,18 +140,13 @@ def assert_no_shm_left(before: set[str], stderr: str) -> None:
 def run_patched(
     patch: str, script_args: list[str], timeout: float = 600
 ) -> subprocess.CompletedProcess:
-    """``train.py script_args`` in a fresh interpreter after running ``patch`` (Python that
-    injects a fault into the training process)."""
-    code = (
+    """``train.py script_args`` in a process of its own (``run_script``) after running
+    ``patch`` (Python that injects a fault into the training process)."""
+    script = Path(tempfile.mkdtemp(prefix="patched-")) / "train.py"
+    script.write_text(
         "import sys\n"
         f"{patch}\n"
         "from atari_speed.app.cli import train_main\n"
         f"sys.exit(train_main({script_args!r}))\n"
     )
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+    return run_script(str(script), timeout=timeout)

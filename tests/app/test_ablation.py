@@ -158,7 +158,7 @@ def test_seeds_train_the_preset_once_per_seed_with_one_table(tmp_path):
 @pytest.mark.ray
 def test_seeds_at_once_as_ray_tasks_each_on_its_own_core(tmp_path):
     args = [*TINY_PQN, "--seeds", "0,1", "--concurrent", "--run-dir", str(tmp_path)]
-    out = run_script("train.py", *args, timeout=300)
+    out = run_script("train.py", *args, timeout=300, fresh=True)
     assert out.returncode == 0, out.stderr
     table = json.loads((tmp_path / "ablation.json").read_text())
     assert table["title"] == "pong-pqn: 2 variants, at once"

@@ -13,7 +13,7 @@ from tests.scripts import play_here, run_script, train_here
 
 
 def test_an_unknown_game_is_one_line_naming_close_games():
-    result = run_script("train.py", "--preset", "atari-fast", "--game", "breakuot")
+    result = run_script("train.py", "--preset", "atari-fast", "--game", "breakuot", fresh=True)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "train.py: error: game 'breakuot': unknown Atari game; did you mean breakout?"

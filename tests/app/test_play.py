@@ -46,7 +46,7 @@ def play(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 def play_script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """play.py as a user runs it: a fresh interpreter, with no display unless ``env`` gives
     one."""
-    return run_script("play.py", *args, env=headless() if env is None else env)
+    return run_script("play.py", *args, env=headless() if env is None else env, fresh=True)
 
 
 @pytest.fixture(scope="module")

@@ -132,7 +132,7 @@ def until(condition, seconds: float = 60) -> bool:
 def train(*args: str, env: dict[str, str] | None = None, timeout: float = 400):
     """train.py run to its end in a process group of its own (so that its Ray's processes
     can be told from any other's); the process, its stdout and its stderr."""
-    proc = start_script("train.py", *args, env=env)
+    proc = start_script("train.py", *args, env=env, fresh=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:
@@ -191,7 +191,9 @@ def test_pqn_on_two_ray_actors_trains_on_whole_rollouts(tmp_path):
 @pytest.mark.ray
 @pytest.mark.parametrize("args", [RAY_RUN, PQN_RAY_RUN], ids=["dqn", "pqn"])
 def test_a_killed_ray_actor_is_restarted_and_the_run_completes(tmp_path, args):
-    proc = start_script("train.py", *args, "--frames", "2000", "--run-dir", str(tmp_path))
+    proc = start_script(
+        "train.py", *args, "--frames", "2000", "--run-dir", str(tmp_path), fresh=True
+    )
     try:
         pids = wait_for_frames(proc, tmp_path, 400)["choices"]["actor_pids"]
         os.kill(pids[1], signal.SIGKILL)
@@ -215,7 +217,9 @@ def test_a_killed_ray_actor_is_restarted_and_the_run_completes(tmp_path, args):
 
 @pytest.mark.ray
 def test_ctrl_c_stops_the_ray_actors_and_the_local_ray(tmp_path):
-    proc = start_script("train.py", *RAY_RUN, "--frames", "10000000", "--run-dir", str(tmp_path))
+    proc = start_script(
+        "train.py", *RAY_RUN, "--frames", "10000000", "--run-dir", str(tmp_path), fresh=True
+    )
     try:
         pids = wait_for_frames(proc, tmp_path, 300)["choices"]["actor_pids"]
         os.killpg(proc.pid, signal.SIGINT)
@@ -450,7 +454,9 @@ def test_a_node_lost_mid_run_restarts_its_actor_elsewhere_or_ends_in_one_line(tm
         lost.start(cpus=1)
         head, worker = map(lost.node_id, lost.nodes)
         args = [*RAY_RUN, "--ray-address", lost.address, "--frames", "1200"]
-        proc = start_script("train.py", *args, "--run-dir", str(tmp_path), env=client_env(lost))
+        proc = start_script(
+            "train.py", *args, "--run-dir", str(tmp_path), env=client_env(lost), fresh=True
+        )
         try:
             nodes = wait_for_frames(proc, tmp_path, 400)["choices"]["actor_nodes"]
             assert sorted(nodes) == sorted([head, worker])
