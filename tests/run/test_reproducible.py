@@ -33,7 +33,7 @@ RUNS = {
 
 
 def weights(args: list[str], run_dir: Path, seed: int, threads: int = 0) -> dict[str, torch.Tensor]:
-    """The weights a run learned: train.py in a fresh interpreter, or, given the torch
+    """The weights a run learned: train.py in a process of its own, or, given the torch
     threads a fresh one had (they decide how a sum is split, hence its last bits), its main
     in this process (one interpreter's start, ~8 s here, saved per run)."""
     run = [*args, "--seed", str(seed), "--run-dir", str(run_dir)]
@@ -62,8 +62,9 @@ def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 
 @pytest.mark.parametrize("name", list(RUNS))
 def test_the_same_seed_learns_the_same_weights(tmp_path, name):
-    # One run as a user starts it, one in this process: the second shares nothing with the
-    # first, not even the interpreter (hash seeds, import order, whatever earlier tests left).
+    # One run in a process of its own (forked from the preloaded server, tests.launcher), one
+    # in this process: the second shares nothing with the first (hash seeds, import order,
+    # whatever earlier tests left in this process).
     first = weights(RUNS[name], tmp_path / "a", seed=3)
     threads = fresh_threads(tmp_path / "a")
     assert same(first, weights(RUNS[name], tmp_path / "b", seed=3, threads=threads))

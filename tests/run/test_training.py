@@ -43,7 +43,7 @@ TINY = [
 
 
 def train(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """train.py as a user runs it: a fresh interpreter."""
+    """train.py in a process of its own (``run_script``)."""
     return run_script("train.py", *args, timeout=timeout)
 
 
