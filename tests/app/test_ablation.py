@@ -24,8 +24,8 @@ TWO_VARIANTS = """
 [run]
 mode = "n-env"
 envs = 2
-frames = 400
-log_every = 100
+frames = 200
+log_every = 50
 [env]
 pipeline = "book"
 [dqn]
@@ -35,7 +35,7 @@ train_every = 2
 target_sync = 50
 [replay]
 size = 1000
-initial = 100
+initial = 50
 
 [[variant]]
 name = "opencv, 2 envs"
@@ -124,7 +124,7 @@ def test_two_variant_ablation_end_to_end(tmp_path):
     assert out.returncode == 0, out.stderr
     rows = json.loads((parent / "ablation.json").read_text())["rows"]
     assert [r["variant"] for r in rows] == ["opencv, 2 envs", "numpy, 1 env"]
-    assert all(r["frames"] == 400 and r["fps"] > 0 for r in rows)
+    assert all(r["frames"] == 200 and r["fps"] > 0 for r in rows)
     assert rows[0]["delta_fps"] == 0.0 and rows[1]["delta_fps"] is not None
     table = (parent / "ablation.md").read_text()
     assert "| opencv, 2 envs |" in table and "| numpy, 1 env |" in table

@@ -43,10 +43,12 @@ def play(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     return play_here(*args, env=headless() if env is None else env)
 
 
-def play_script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """play.py as a user runs it: a fresh interpreter, with no display unless ``env`` gives
-    one."""
-    return run_script("play.py", *args, env=headless() if env is None else env, fresh=True)
+def play_script(
+    *args: str, env: dict[str, str] | None = None, fresh: bool = False
+) -> subprocess.CompletedProcess:
+    """play.py in a process of its own (``run_script``; with ``fresh``, as a user runs it: a
+    new interpreter), with no display unless ``env`` gives one."""
+    return run_script("play.py", *args, env=headless() if env is None else env, fresh=fresh)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +61,8 @@ def run_dir(tmp_path_factory) -> Path:
 
 
 def test_play_scores_whole_games_as_json(run_dir):
-    out = play_script(str(run_dir), "--episodes", "2", "--epsilon", "0.5", "--json")
+    # The one run of play.py itself in a new interpreter, as a user starts it.
+    out = play_script(str(run_dir), "--episodes", "2", "--epsilon", "0.5", "--json", fresh=True)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1
