@@ -138,10 +138,11 @@ def assert_no_shm_left(before: set[str], stderr: str) -> None:
 
 
 def run_patched(
-    patch: str, script_args: list[str], timeout: float = 600
+    patch: str, script_args: list[str], timeout: float = 600, fresh: bool = False
 ) -> subprocess.CompletedProcess:
-    """``train.py script_args`` in a process of its own (``run_script``) after running
-    ``patch`` (Python that injects a fault into the training process)."""
+    """``train.py script_args`` in a process of its own (``run_script``; ``fresh``: a new
+    interpreter) after running ``patch`` (Python that injects a fault into the training
+    process)."""
     script = Path(tempfile.mkdtemp(prefix="patched-")) / "train.py"
     script.write_text(
         "import sys\n"
@@ -149,4 +150,4 @@ def run_patched(
         "from atari_speed.app.cli import train_main\n"
         f"sys.exit(train_main({script_args!r}))\n"
     )
-    return run_script(str(script), timeout=timeout)
+    return run_script(str(script), timeout=timeout, fresh=fresh)

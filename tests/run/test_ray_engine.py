@@ -402,7 +402,7 @@ def test_a_cluster_on_another_ray_version_is_one_line_before_the_run(cluster, tm
     )
     run_dir = tmp_path / "r"
     args = [*RAY_RUN, "--ray-address", cluster.address, "--run-dir", str(run_dir)]
-    out = run_patched(patch, args)
+    out = run_patched(patch, args, fresh=True)  # a Ray client: a new interpreter, as before
     python = ".".join(map(str, sys.version_info[:3]))
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
