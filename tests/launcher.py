@@ -30,6 +30,7 @@ import atexit
 import multiprocessing as mp
 import os
 import runpy
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,6 +57,17 @@ PRELOAD = [
 ]
 
 _context: mp.context.BaseContext | None = None
+_scratch: Path | None = None
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new directory for a launched script's files (its output, a patched script), under
+    one that this process removes at exit."""
+    global _scratch
+    if _scratch is None:
+        _scratch = Path(tempfile.mkdtemp(prefix="atari-speed-tests-"))
+        atexit.register(shutil.rmtree, _scratch, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=_scratch))
 
 
 def context() -> mp.context.BaseContext:
@@ -166,7 +178,7 @@ def start(
     session: bool = True,
 ) -> Launched:
     """``python <script> args`` forked from the preloaded server; see the module's doc."""
-    logs = Path(tempfile.mkdtemp(prefix="launched-"))
+    logs = scratch_dir("launched-")
     out, err = logs / "stdout", logs / "stderr"
     environ = dict(os.environ if env is None else env)
     process = context().Process(

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -143,7 +142,7 @@ def run_patched(
     """``train.py script_args`` in a process of its own (``run_script``; ``fresh``: a new
     interpreter) after running ``patch`` (Python that injects a fault into the training
     process)."""
-    script = Path(tempfile.mkdtemp(prefix="patched-")) / "train.py"
+    script = launcher.scratch_dir("patched-") / "train.py"
     script.write_text(
         "import sys\n"
         f"{patch}\n"
