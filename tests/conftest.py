@@ -7,6 +7,13 @@ import signal
 import pytest
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The launcher's server imports torch and the rest while the tests are collected."""
+    from tests import launcher
+
+    launcher.warm()
+
+
 @pytest.fixture(autouse=True)
 def sigint_handler_restored():
     """A test must leave the SIGINT handler as it found it: an ignored SIGINT is inherited

@@ -61,7 +61,7 @@ def test_learner_reaches_the_known_q_values(double, dueling, n_steps, huber):
     )
     learner = Learner(DQN(SHAPE, 2, dueling=dueling), cfg, torch.device("cpu"))
     batch = chain_batch(n_steps)
-    for _ in range(500):
+    for _ in range(250):  # 250 reach Q* within 0.02 in all three cases; 0.1 allowed
         learner.step(batch)
     assert learner.pop_loss() is not None and learner.pop_loss() is None
     with torch.no_grad():

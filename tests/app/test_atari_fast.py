@@ -33,6 +33,8 @@ def test_game_flag_trains_that_game_and_play_scores_it(tmp_path):
         *("--preset", "atari-fast", "--game", "SpaceInvaders", "--mode", "n-env"),
         *("--envs", "4", "--frames", "4096", "--run-dir", str(run_dir)),
         *("--set", "env.backend='sync'", "--set", "run.precision='fp32'"),
+        # one SGD step a rollout, not 32: the subject is the game, not the learner
+        *("--set", "pqn.epochs=1", "--set", "pqn.minibatches=1"),
     )
     assert trained.returncode == 0, trained.stderr[-2000:]
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
+from atari_speed.app import auto
 from atari_speed.app.auto import Machine, choose, needs_choice
 from atari_speed.core.config import ConfigError, load_preset
 from tests.scripts import train_here
@@ -63,6 +66,8 @@ def test_no_working_backend_is_a_clear_error():
 def test_check_prints_the_machine_and_the_choice_without_training(tmp_path, monkeypatch):
     # run in tmp_path: nothing may be written, no runs/ directory appears there
     monkeypatch.chdir(tmp_path)
+    # each backend's steps timed for 0.2 s, not 1 s: the rates are printed, not asserted
+    monkeypatch.setattr(auto, "calibrate", functools.partial(auto.calibrate, seconds=0.2))
     out = train_here("--preset", "pong-fast", "--check")
     assert out.returncode == 0, out.stderr
     for text in ("cores:", "memory:", "gpu:", "torch threads:", "env backend ale: works"):

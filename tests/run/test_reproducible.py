@@ -14,11 +14,11 @@ from tests.scripts import run_script, train_here
 
 RUNS = {
     "DQN, ale backend": [
-        "--preset", "pong-nenv", "--envs", "4", "--frames", "300", "--set", "env.backend='ale'",
+        "--preset", "pong-nenv", "--envs", "4", "--frames", "250", "--set", "env.backend='ale'",
         "--set", "replay.initial=200", "--set", "replay.size=2000",
     ],
     "DQN, subprocess backend": [
-        "--preset", "pong-nenv", "--envs", "4", "--frames", "300", "--set",
+        "--preset", "pong-nenv", "--envs", "4", "--frames", "250", "--set",
         "env.backend='subprocess'", "--set", "replay.initial=200", "--set", "replay.size=2000",
     ],
     "PQN, ale backend, fp32": [
