@@ -6,12 +6,23 @@ import signal
 
 import pytest
 
+# What a test module calls to start a script from the launcher's server (tests.launcher).
+LAUNCHING = ("run_script", "start_script", "run_patched", "launcher")
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """The launcher's server imports torch and the rest while the tests are collected."""
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Where a selected test will start a script from the launcher's server, start the
+    server now: it imports torch and the rest while the first tests run. Not for a run
+    that never uses it (the Ray set's new interpreters, mutmut's unit tests)."""
     from tests import launcher
 
-    launcher.warm()
+    if any(
+        item.get_closest_marker("ray") is None
+        and any(name in vars(item.module) for name in LAUNCHING)
+        for item in session.items
+        if isinstance(item, pytest.Function)
+    ):
+        launcher.warm()
 
 
 @pytest.fixture(autouse=True)
