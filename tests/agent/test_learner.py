@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import numpy as np
@@ -370,3 +371,112 @@ def test_adam_runs_fused():
     # (benchmarks/sgd_step.py); the same math, so only the option itself can show it
     learner = Learner(Table([[0.0, 1.0]]), DQNConfig(), torch.device("cpu"))
     assert learner.optimizer.param_groups[0]["fused"] is True
+
+
+class FakeCuda:
+    """What ``Learner.to_device`` uses of CUDA, on a CPU: ``pin_memory`` gives a copy (a
+    new host buffer), ``.to(device, non_blocking)`` gives a copy and is logged, events are
+    logged when recorded and waited for. ``log`` holds the calls in order."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.log: list[tuple] = []
+        fake = self
+
+        class Event:
+            def record(self) -> None:
+                fake.log.append(("record", id(self)))
+
+            def synchronize(self) -> None:
+                fake.log.append(("synchronize", id(self)))
+
+        def pin_memory(tensor: torch.Tensor) -> torch.Tensor:
+            fake.log.append(("pin", tuple(tensor.shape)))
+            return tensor.clone()
+
+        def to(tensor: torch.Tensor, device: torch.device, non_blocking: bool = False):
+            fake.log.append(("copy", str(device), non_blocking, tensor.data_ptr()))
+            return tensor.clone()
+
+        monkeypatch.setattr(torch.cuda, "Event", Event)
+        monkeypatch.setattr(torch.Tensor, "pin_memory", pin_memory)
+        monkeypatch.setattr(torch.Tensor, "to", to)
+
+    def calls(self, kind: str) -> list[tuple]:
+        return [c for c in self.log if c[0] == kind]
+
+
+def cuda_learner() -> Learner:
+    """A CPU learner told that its device is CUDA (only ``to_device`` reads it here)."""
+    learner = Learner(Table([[0.0, 1.0]]), DQNConfig(), torch.device("cpu"))
+    learner.device = torch.device("cuda")
+    return learner
+
+
+def random_batch(seed: int, size: int = 4) -> Batch:
+    rng = np.random.default_rng(seed)
+    return Batch(
+        states=rng.integers(0, 255, (size, 2, 3, 3), dtype=np.uint8),
+        next_states=rng.integers(0, 255, (size, 2, 3, 3), dtype=np.uint8),
+        actions=rng.integers(0, 2, size),
+        returns=rng.random(size).astype(np.float32),
+        discounts=rng.random(size).astype(np.float32),
+    )
+
+
+def test_on_cuda_a_batch_goes_through_pinned_buffers_reused_and_copied_without_blocking(
+    monkeypatch,
+):
+    learner = cuda_learner()
+    cuda = FakeCuda(monkeypatch)
+    first, second = random_batch(0), random_batch(1)
+    out = learner.to_device(first)
+    for k in TENSORS:  # the values arrive
+        assert np.array_equal(out[k].numpy(), getattr(first, k)), k
+    # one pinned buffer per array, each copied to the device without blocking, then one
+    # event recorded after the copies
+    assert [c[1] for c in cuda.calls("pin")] == [getattr(first, k).shape for k in TENSORS]
+    copies = cuda.calls("copy")
+    assert [(c[1], c[2]) for c in copies] == [("cuda", True)] * len(TENSORS)
+    assert cuda.log[-1][0] == "record" and not cuda.calls("synchronize")
+    buffers = [c[3] for c in copies]
+    event = cuda.log[-1][1]
+
+    cuda.log.clear()
+    out = learner.to_device(second)
+    for k in TENSORS:  # the second batch's values, not the first's
+        assert np.array_equal(out[k].numpy(), getattr(second, k)), k
+    # the same shapes: no new pinned buffer; the copies read the same buffers, refilled
+    # only after waiting for the previous copies out of them
+    assert not cuda.calls("pin")
+    assert cuda.log[0] == ("synchronize", event)
+    assert [c[3] for c in cuda.calls("copy")] == buffers
+    assert cuda.log[-1][0] == "record" and cuda.log[-1][1] != event
+
+    cuda.log.clear()
+    learner.to_device(random_batch(2, size=6))  # another batch size: new buffers
+    assert len(cuda.calls("pin")) == len(TENSORS)
+
+
+def test_on_a_cpu_a_batch_is_handed_over_without_a_copy():
+    learner = Learner(Table([[0.0, 1.0]]), DQNConfig(), torch.device("cpu"))
+    batch = random_batch(0)
+    out = learner.to_device(batch)
+    for k in TENSORS:  # views of the sampled arrays: no copy, no pinned buffer
+        assert np.shares_memory(out[k].numpy(), getattr(batch, k)), k
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_autocast_asks_for_bf16_on_every_device(monkeypatch, device):
+    # CUDA's autocast defaults to fp16, which would need a loss scaler the learner does
+    # not have; on a CPU the default is bf16 already, so only the argument can show it.
+    asked: list[tuple[str, object]] = []
+
+    def autocast(device_type: str, dtype: object = "default", enabled: bool = True):
+        asked.append((device_type, dtype))
+        return contextlib.nullcontext()
+
+    learner = Learner(Table([[0.0, 3.0], [1.0, 5.0], [4.0, 2.0]]), DQNConfig(), torch.device("cpu"))
+    learner.device = torch.device(device)
+    monkeypatch.setattr(torch, "autocast", autocast)
+    learner.loss(two_transitions())
+    assert asked == [(device, torch.bfloat16)]

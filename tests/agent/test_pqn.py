@@ -3,6 +3,7 @@ minibatches updates per rollout, and it fits them, in fp32 and in bf16."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import numpy as np
@@ -334,3 +335,47 @@ def test_every_step_counts_one_update():
     for _ in range(3):
         blank_step(pqn)
     assert pqn.updates == 3
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_bf16_autocast_asks_for_bf16_on_every_device(monkeypatch, device):
+    # CUDA's autocast defaults to fp16, which would need a loss scaler PQN does not have;
+    # on a CPU the default is bf16 already, so only the argument can show it.
+    asked: list[tuple[str, object]] = []
+
+    def autocast(device_type: str, dtype: object = "default", enabled: bool = True):
+        asked.append((device_type, dtype))
+        return contextlib.nullcontext()
+
+    pqn = learner(bf16=True)
+    pqn.device = torch.device(device)
+    monkeypatch.setattr(torch, "autocast", autocast)
+    with pqn.autocast():
+        pass
+    assert asked == [(device, torch.bfloat16)]
+
+
+def test_a_step_moves_the_observations_actions_and_returns_to_the_learners_device(
+    monkeypatch,
+):
+    # A CPU learner told its device is CUDA; the copies are logged, not made.
+    pqn = QLambdaLearner(
+        Lookup([[0.0, 1.0]]), DQNConfig(algorithm="pqn"), PQNConfig(), torch.device("cpu")
+    )
+    pqn.device = torch.device("cuda")
+    moved: dict[int, str] = {}
+
+    def to(tensor: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        device = args[0] if args else kwargs.get("device")
+        moved[id(tensor)] = str(device)
+        return tensor
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    inputs = (
+        torch.zeros((3, 1, 2, 2), dtype=torch.uint8),
+        torch.tensor([0, 1, 1]),
+        torch.tensor([0.5, 0.0, 1.0]),
+    )
+    pqn.step(*inputs)
+    assert [moved.get(id(t)) for t in inputs] == ["cuda"] * 3
+    assert pqn.updates == 1
