@@ -43,12 +43,10 @@ def play(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     return play_here(*args, env=headless() if env is None else env)
 
 
-def play_script(
-    *args: str, env: dict[str, str] | None = None, fresh: bool = False
-) -> subprocess.CompletedProcess:
-    """play.py in a process of its own (``run_script``; with ``fresh``, as a user runs it: a
-    new interpreter), with no display unless ``env`` gives one."""
-    return run_script("play.py", *args, env=headless() if env is None else env, fresh=fresh)
+def play_script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """play.py in a process of its own (``run_script``), with no display unless ``env``
+    gives one."""
+    return run_script("play.py", *args, env=headless() if env is None else env)
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +59,9 @@ def run_dir(tmp_path_factory) -> Path:
 
 
 def test_play_scores_whole_games_as_json(run_dir):
-    # The one run of play.py itself in a new interpreter, as a user starts it.
-    out = play_script(str(run_dir), "--episodes", "2", "--epsilon", "0.5", "--json", fresh=True)
+    # play.py as a script, in a process of its own (forked from the preloaded server; the new
+    # interpreter's play is test_playing_loads_no_training_module's).
+    out = play_script(str(run_dir), "--episodes", "2", "--epsilon", "0.5", "--json")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1
