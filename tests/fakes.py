@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import gymnasium as gym
@@ -90,3 +91,16 @@ class Table(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.q[x.reshape(len(x), -1)[:, 0].long()]
+
+
+def record_autocast(monkeypatch: Any) -> list[tuple[str, object]]:
+    """Replace ``torch.autocast`` with a no-op that logs each call's device type and dtype
+    (``"default"`` where none is given); returns the log."""
+    asked: list[tuple[str, object]] = []
+
+    def autocast(device_type: str, dtype: object = "default", enabled: bool = True):
+        asked.append((device_type, dtype))
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(torch, "autocast", autocast)
+    return asked

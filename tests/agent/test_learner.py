@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 
 import numpy as np
@@ -14,7 +13,7 @@ from atari_speed.agent.networks import DQN
 from atari_speed.agent.replay import Batch
 from atari_speed.core.config import DQNConfig
 from atari_speed.core.timing import Profiler
-from tests.fakes import Table
+from tests.fakes import Table, record_autocast
 
 SHAPE = (1, 36, 36)  # the smallest input the Nature CNN accepts
 GAMMA = 0.9
@@ -469,14 +468,8 @@ def test_on_a_cpu_a_batch_is_handed_over_without_a_copy():
 def test_autocast_asks_for_bf16_on_every_device(monkeypatch, device):
     # CUDA's autocast defaults to fp16, which would need a loss scaler the learner does
     # not have; on a CPU the default is bf16 already, so only the argument can show it.
-    asked: list[tuple[str, object]] = []
-
-    def autocast(device_type: str, dtype: object = "default", enabled: bool = True):
-        asked.append((device_type, dtype))
-        return contextlib.nullcontext()
-
     learner = Learner(Table([[0.0, 3.0], [1.0, 5.0], [4.0, 2.0]]), DQNConfig(), torch.device("cpu"))
     learner.device = torch.device(device)
-    monkeypatch.setattr(torch, "autocast", autocast)
+    asked = record_autocast(monkeypatch)
     learner.loss(two_transitions())
     assert asked == [(device, torch.bfloat16)]

@@ -3,7 +3,6 @@ minibatches updates per rollout, and it fits them, in fp32 and in bf16."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 
 import numpy as np
@@ -16,6 +15,7 @@ from atari_speed.agent.rollout import RolloutStore, q_lambda_returns
 from atari_speed.core.config import DQNConfig, PQNConfig
 from atari_speed.core.timing import Profiler
 from tests.fakes import Table as Lookup
+from tests.fakes import record_autocast
 
 SHAPE = (2, 10, 10)  # the smallest input the small CNN accepts: a fast test
 
@@ -341,15 +341,9 @@ def test_every_step_counts_one_update():
 def test_bf16_autocast_asks_for_bf16_on_every_device(monkeypatch, device):
     # CUDA's autocast defaults to fp16, which would need a loss scaler PQN does not have;
     # on a CPU the default is bf16 already, so only the argument can show it.
-    asked: list[tuple[str, object]] = []
-
-    def autocast(device_type: str, dtype: object = "default", enabled: bool = True):
-        asked.append((device_type, dtype))
-        return contextlib.nullcontext()
-
     pqn = learner(bf16=True)
     pqn.device = torch.device(device)
-    monkeypatch.setattr(torch, "autocast", autocast)
+    asked = record_autocast(monkeypatch)
     with pqn.autocast():
         pass
     assert asked == [(device, torch.bfloat16)]
