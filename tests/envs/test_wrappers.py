@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -201,6 +202,28 @@ def test_noop_reset_resets_again_when_a_noop_ends_the_game():
         obs, _ = env.reset(seed=seed)
         assert fake.t < 2, "the observation must be of a game that is still running"
         assert (obs == px(fake.t)).all()
+
+
+@pytest.mark.parametrize("style", ["classic", "ale"])
+def test_noop_reset_resets_again_when_the_time_limit_cuts_the_start(style):
+    # truncated, not terminated: a start cut by the time limit is over all the same
+    fake = FakeAtari()
+    env = w.NoopReset(gym.wrappers.TimeLimit(fake, max_episode_steps=2), noop_max=30, style=style)
+    cut = 0
+    for seed in range(10):
+        before = fake.resets
+        obs, _ = env.reset(seed=seed)
+        cut += fake.resets - before > 1
+        assert fake.t < 2 and (obs == px(fake.t)).all(), "a game inside its time limit"
+    assert cut > 0, "some starts must have been cut, or the test tests nothing"
+
+
+def test_noop_reset_ale_style_resets_again_when_fire_ends_the_game():
+    fake = FakeAtari(end_game_on={1: 1})  # FIRE on the first frame ends the game
+    obs, _ = w.NoopReset(fake, noop_max=30, style="ale").reset(seed=0)
+    assert fake.actions[0] == 1 and fake.resets == 2, "reset again after the FIRE"
+    assert fake.t == len(fake.actions) - 1, "only the no-ops after that reset were played"
+    assert (obs == px(fake.t)).all()
 
 
 # ---------------------------------------------------------------- the rest
