@@ -17,16 +17,11 @@ median over the repetitions. Nothing else should run meanwhile: FPS is wall time
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 from tqdm import tqdm
+from train_speed import fps_of, run_row  # benchmarks/: the train.py runner of every row
 
-ROOT = Path(__file__).resolve().parent.parent
 GAMES = ("breakout", "battle_zone", "double_dunk", "name_this_game", "phoenix", "qbert")
 AGENT_STEPS = 2_500_000  # atari-fast's budget: 10M emulator frames at skip 4
 NATURE_84 = ["--set", "env.pipeline='maxpool84'", "--set", "dqn.network='nature'"]
@@ -38,33 +33,11 @@ ROWS: dict[str, list[str]] = {
 }
 
 
-def run_row(game: str, row: str, seconds: float) -> tuple[float, str]:
+def run_cell(game: str, row: str, seconds: float) -> tuple[float, str]:
     """One run: its FPS after the first update and the precision it trained in."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            sys.executable,
-            str(ROOT / "train.py"),
-            "--preset",
-            "atari-fast",
-            "--game",
-            game,
-            "--mode",
-            "n-env",
-            "--set",
-            "env.backend='ale'",
-            "--set",
-            f"run.seconds={seconds}",
-            "--run-dir",
-            tmp,
-            *ROWS[row],
-        ]
-        out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        if out.returncode != 0:  # report it and keep the other cells
-            print(f"\n{' '.join(cmd)} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
-            return float("nan"), "-"
-        summary = json.loads((Path(tmp) / "summary.json").read_text())
-        fps = summary["fps_after_warmup"]
-        return (float("nan") if fps is None else float(fps)), summary["precision"]
+    game_args = ["--game", game, "--mode", "n-env", "--set", "env.backend='ale'", *ROWS[row]]
+    summary = run_row(game_args, seconds, None, [], preset="atari-fast")
+    return fps_of(summary), summary["precision"]
 
 
 def main() -> None:
@@ -81,7 +54,7 @@ def main() -> None:
         for _ in range(args.reps):
             for game in args.games:
                 for row in args.rows:
-                    value, precision = run_row(game, row, args.seconds)
+                    value, precision = run_cell(game, row, args.seconds)
                     fps[game, row].append(value)
                     took[game, row].add(precision)
                     bar.update()

@@ -178,29 +178,31 @@ ALL_ROWS = {**ROWS, **PQN_ROWS, **RAY_ROWS}
 def run_row(
     args: list[str],
     seconds: float,
-    warmup: int,
+    warmup: int | None,
     extra: list[str],
     tree: Path = ROOT,
     frames: int | None = None,
+    preset: str = "pong-baseline",
 ) -> dict:
     """One ``train.py`` run of a row: for ``seconds`` of wall time, or, given ``frames``,
     for exactly that many frames, with the CPU seconds it and its processes spent
-    (``cpu_seconds`` in the summary it returns)."""
+    (``cpu_seconds`` in the summary it returns). ``warmup`` sets ``replay.initial`` (None:
+    the preset's, as for PQN, which has no replay)."""
     if frames:
         budget = ["--frames", str(frames)]
     else:
         budget = ["--frames", "100000000", "--set", f"run.seconds={seconds}"]
+    replay = [] if warmup is None else ["--set", f"replay.initial={warmup}"]
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             sys.executable,
             str(tree / "train.py"),
             "--preset",
-            "pong-baseline",
+            preset,
             "--run-dir",
             tmp,
             *budget,
-            "--set",
-            f"replay.initial={warmup}",
+            *replay,
             *args,
             *extra,
         ]
@@ -214,6 +216,7 @@ def run_row(
                 "fps_after_warmup": float("nan"),
                 "torch_threads": None,
                 "device": None,
+                "precision": "-",
                 "update_to_data": {"train_every": float("nan")},
                 "cpu_seconds": nan,
             }
