@@ -253,10 +253,12 @@ class Cluster:
     own: the processes this test started, and the only ones it stops. Every port a node
     opens is a free one, since two nodes on one machine would clash on Ray's defaults."""
 
-    def __init__(self) -> None:
+    def __init__(self, **config: str) -> None:
         self.token = secrets.token_hex(16)
-        # Token authentication as docs/scale.md sets it up on every node.
+        # Token authentication as docs/scale.md sets it up on every node; ``config``: Ray
+        # system settings for every node, as RAY_<name> variables.
         self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token}
+        self.env |= {f"RAY_{name}": value for name, value in config.items()}
         self.nodes: list[subprocess.Popen] = []
         self.address = ""
         # Its own temp dir: `ray start` records its address in the default one, and a
@@ -448,7 +450,15 @@ def test_an_address_with_nothing_listening_is_one_line_before_the_run(tmp_path):
 def test_a_node_lost_mid_run_restarts_its_actor_elsewhere_or_ends_in_one_line(tmp_path, head_cpus):
     """The worker node is killed: its actor moves to the head when the head has a
     free CPU; when it has none, the run ends in one line with its checkpoint."""
-    lost = Cluster()
+    # Ray learns that a node is gone from missed health checks (by default about 15 s of
+    # them), and the head's actor alone can finish the run before that: in CI it did, and
+    # no death was seen. Checked every 0.5 s, three missed in a row, it knows in ~2 s.
+    lost = Cluster(
+        health_check_initial_delay_ms="1000",
+        health_check_period_ms="500",
+        health_check_timeout_ms="1000",
+        health_check_failure_threshold="3",
+    )
     try:
         lost.start(cpus=head_cpus, head=True)
         lost.start(cpus=1)
