@@ -9,7 +9,9 @@ greedy mean of play.json (written by `uv run play.py <run>/best.pt --episodes 10
 and both scores human-normalised. When the five Atari-5 games are among the runs, it
 ends with their estimate of the median human-normalised score over the 57 games, from
 each of the two scores. `--png-dir DIR` also draws each run's smoothed training score
-against frames, as DIR/<game>.png.
+against frames, as DIR/<game>.png; `--at 250000,500000` adds a table of each run's
+smoothed training score (scores.csv's EMA of whole games) at those agent steps, to
+compare runs at equal frames.
 
 Human-normalised score (percent): 100 (score - random) / (human - random), with the
 random and human scores the Atari-5 repository uses (its Atari-Human.csv, the DQN papers'
@@ -71,6 +73,29 @@ def last_games(run: Path, n: int = 100) -> list[float]:
         return [float(row["score"]) for row in csv.DictReader(f)][-n:]
 
 
+def smoothed_at(run: Path, steps: int) -> float | None:
+    """The smoothed training score after the last game that ended by agent step ``steps``
+    (None before the first)."""
+    value = None
+    with (run / "scores.csv").open() as f:
+        for game in csv.DictReader(f):
+            if int(game["frames"]) > steps:
+                break
+            value = float(game["smoothed"])
+    return value
+
+
+def steps_table(runs: list[Path], steps: list[int]) -> list[str]:
+    """Markdown: a row per agent step, a column per run, the smoothed score there."""
+    lines = ["| agent steps (frames) | " + " | ".join(run.name for run in runs) + " |"]
+    lines.append("|---|" + "---:|" * len(runs))
+    for step in steps:
+        cells = [smoothed_at(run, step) for run in runs]
+        text = ["-" if c is None else f"{c:,.1f}" for c in cells]
+        lines.append(f"| {step:,} ({step * 4 / 1e6:g}M) | " + " | ".join(text) + " |")
+    return lines
+
+
 def row(run: Path) -> tuple[str, float, float | None, dict]:
     summary = json.loads((run / "summary.json").read_text())
     game = summary["preset"]["env"]["game"]
@@ -88,6 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="train.py run directories")
     parser.add_argument(
         "--png-dir", type=Path, help="also write <game>.png: the smoothed score against frames"
+    )
+    parser.add_argument(
+        "--at",
+        type=lambda text: [int(float(s)) for s in text.split(",")],
+        default=[],
+        metavar="STEPS",
+        help="also a table of each run's smoothed training score at these agent steps "
+        "(comma-separated, e.g. 250000,500000,1e6)",
     )
     args = parser.parse_args(argv)
     if args.png_dir is not None:
@@ -125,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"\nAtari-5 estimate of the 57-game median ({label}): {atari5_median(scores):.0f}%"
             )
+    if args.at:
+        print("\nSmoothed training score at equal agent steps:\n")
+        print("\n".join(steps_table(args.runs, args.at)))
     return 0
 
 

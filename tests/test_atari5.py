@@ -59,3 +59,27 @@ def test_the_table_reads_a_run_and_its_play_json(tmp_path, capsys):
     assert cells[1:3] == ["10.0", "30.5"]
     assert cells[-1] == f"{atari5.normalised('breakout', 10.0):.0f}% / 100%"
     assert "Atari-5 estimate" not in out  # one game of the five
+
+
+def test_the_steps_table_takes_the_last_game_ended_by_each_step(tmp_path, capsys):
+    runs = []
+    for name, offset in (("a", 0.0), ("b", 100.0)):
+        run = tmp_path / name
+        run.mkdir()
+        summary = {"preset": {"env": {"game": "qbert"}}, "frames": 900, "seconds": 6.0}
+        (run / "summary.json").write_text(json.dumps({**summary, "fps": 150.0}))
+        with (run / "scores.csv").open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["seconds", "frames", "score", "smoothed"])
+            for step in (100, 300, 500, 700):  # games end at these agent steps
+                writer.writerow([step / 100, step, 0, offset + step])
+        runs.append(run)
+    assert atari5.main([*map(str, runs), "--at", "50,300,650,1e3"]) == 0
+    lines = capsys.readouterr().out.split("Smoothed training score at equal agent steps:")[1]
+    table = [line for line in lines.splitlines() if line.startswith("|")][2:]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table]
+    assert len(rows) == 4
+    assert rows[0] == ["50 (0.0002M)", "-", "-"]  # before any game ended
+    assert rows[1] == ["300 (0.0012M)", "300.0", "400.0"]  # the game ending at the step
+    assert rows[2] == ["650 (0.0026M)", "500.0", "600.0"]
+    assert rows[3] == ["1,000 (0.004M)", "700.0", "800.0"]
