@@ -104,7 +104,15 @@ def row(run: Path) -> tuple[str, float, float | None, dict]:
     scores = last_games(run)
     training = sum(scores) / len(scores)
     play = run / "play.json"
-    greedy = float(json.loads(play.read_text())["mean"]) if play.is_file() else None
+    greedy = None
+    if play.is_file():
+        try:
+            greedy = float(json.loads(play.read_text())["mean"])
+        except (ValueError, KeyError, TypeError) as err:  # JSONDecodeError is a ValueError
+            raise SystemExit(
+                f"atari5.py: {play}: not play.py's --json output ({type(err).__name__}: {err}); "
+                "is play.py still writing it?"
+            ) from None
     return game, training, greedy, summary
 
 

@@ -83,3 +83,14 @@ def test_the_steps_table_takes_the_last_game_ended_by_each_step(tmp_path, capsys
     assert rows[1] == ["300 (0.0012M)", "300.0", "400.0"]  # the game ending at the step
     assert rows[2] == ["650 (0.0026M)", "500.0", "600.0"]
     assert rows[3] == ["1,000 (0.004M)", "700.0", "800.0"]
+
+
+def test_a_play_json_still_being_written_is_a_one_line_error(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    summary = {"preset": {"env": {"game": "qbert"}}, "frames": 1, "seconds": 1.0, "fps": 1.0}
+    (run / "summary.json").write_text(json.dumps(summary))
+    (run / "scores.csv").write_text("seconds,frames,score,smoothed\n1,1,25,25\n")
+    (run / "play.json").write_text("")  # play.py > play.json, before its output came
+    with pytest.raises(SystemExit, match=r"play\.json: not play\.py's --json output"):
+        atari5.main([str(run)])

@@ -168,7 +168,8 @@ class Tracker:
             parts.append(f"eps {self.epsilon:.3f}")
         if self.loss is not None:
             parts.append(f"loss {self.loss:.4g}")
-        left = (run.frames - self.frames) / self.fps if self.fps > 0 else None
+        # A run ends on a whole rollout or batch, a little past run.frames: nothing left then.
+        left = max(run.frames - self.frames, 0) / self.fps if self.fps > 0 else None
         if run.seconds > 0:
             by_clock = max(run.seconds - self.seconds, 0.0)
             left = by_clock if left is None else min(left, by_clock)

@@ -86,3 +86,14 @@ def test_without_a_terminal_progress_comes_as_lines(tmp_path, capsys):
     line = capsys.readouterr().err
     assert "greedy 12.5" in line
     tracker.close()
+
+
+def test_past_the_frame_budget_the_line_says_nothing_is_left(tmp_path):
+    # A run ends on a whole rollout, a little past run.frames (atari-84's Phoenix printed
+    # "ETA -1h59m57s" at 2,502,656 of 2,500,000 frames).
+    tracker = tracker_at(tmp_path, frames=2_500_000)
+    tracker.frames, tracker.fps = 2_502_656, 756.0
+    assert tracker.progress_line().endswith("ETA 0s")
+    tracker.frames = 2_500_000 - 7560
+    assert tracker.progress_line().endswith("ETA 10s")
+    tracker.close()
