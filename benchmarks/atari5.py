@@ -26,6 +26,7 @@ cross-validated error of 10.4% of the median.
 from __future__ import annotations
 
 import argparse
+import bisect
 import csv
 import json
 import math
@@ -73,24 +74,26 @@ def last_games(run: Path, n: int = 100) -> list[float]:
         return [float(row["score"]) for row in csv.DictReader(f)][-n:]
 
 
-def smoothed_at(run: Path, steps: int) -> float | None:
-    """The smoothed training score after the last game that ended by agent step ``steps``
-    (None before the first)."""
-    value = None
+def smoothed_curve(run: Path) -> list[tuple[int, float]]:
+    """(agent steps, smoothed training score) at the end of each game, in order."""
     with (run / "scores.csv").open() as f:
-        for game in csv.DictReader(f):
-            if int(game["frames"]) > steps:
-                break
-            value = float(game["smoothed"])
-    return value
+        return [(int(game["frames"]), float(game["smoothed"])) for game in csv.DictReader(f)]
+
+
+def smoothed_at(curve: list[tuple[int, float]], steps: int) -> float | None:
+    """The smoothed score after the last game that ended by agent step ``steps`` (None
+    before the first)."""
+    ended = bisect.bisect_right(curve, steps, key=lambda point: point[0])
+    return curve[ended - 1][1] if ended else None
 
 
 def steps_table(runs: list[Path], steps: list[int]) -> list[str]:
     """Markdown: a row per agent step, a column per run, the smoothed score there."""
+    curves = [smoothed_curve(run) for run in runs]
     lines = ["| agent steps (frames) | " + " | ".join(run.name for run in runs) + " |"]
     lines.append("|---|" + "---:|" * len(runs))
     for step in steps:
-        cells = [smoothed_at(run, step) for run in runs]
+        cells = [smoothed_at(curve, step) for curve in curves]
         text = ["-" if c is None else f"{c:,.1f}" for c in cells]
         lines.append(f"| {step:,} ({step * 4 / 1e6:g}M) | " + " | ".join(text) + " |")
     return lines

@@ -15,6 +15,19 @@ atari5 = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(atari5)
 
 
+def fake_run(run: Path, game: str, games: list[tuple[int, float, float]]) -> Path:
+    """A train.py run directory as atari5.py reads it: summary.json, and scores.csv with
+    one (agent steps, score, smoothed) row per finished game."""
+    run.mkdir()
+    summary = {"preset": {"env": {"game": game}}, "frames": 1000, "seconds": 60.0, "fps": 16.7}
+    (run / "summary.json").write_text(json.dumps(summary))
+    with (run / "scores.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["seconds", "frames", "score", "smoothed"])
+        writer.writerows([steps / 100, steps, score, smoothed] for steps, score, smoothed in games)
+    return run
+
+
 def test_random_play_is_0_and_the_human_tester_100_percent():
     for game, (random, human) in atari5.REFERENCE.items():
         assert atari5.normalised(game, random) == pytest.approx(0.0)
@@ -40,16 +53,9 @@ def test_games_at_or_below_random_play_estimate_a_median_of_0():
 
 
 def test_the_table_reads_a_run_and_its_play_json(tmp_path, capsys):
-    run = tmp_path / "run"
-    run.mkdir()
-    summary = {"preset": {"env": {"game": "breakout"}}, "frames": 1000, "seconds": 60.0}
-    (run / "summary.json").write_text(json.dumps({**summary, "fps": 16.7}))
-    with (run / "scores.csv").open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["seconds", "frames", "score", "smoothed"])
-        # 150 games: only the last 100 (scores 10) count
-        for i in range(150):
-            writer.writerow([i, i, 0 if i < 50 else 10, 0])
+    # 150 games: only the last 100 (scores 10) count
+    games = [(i, 0 if i < 50 else 10, 0) for i in range(150)]
+    run = fake_run(tmp_path / "run", "breakout", games)
     (run / "play.json").write_text(json.dumps({"mean": 30.5}))
     assert atari5.main([str(run), "--png-dir", str(tmp_path / "png")]) == 0
     assert (tmp_path / "png" / "breakout.png").stat().st_size > 0
@@ -62,18 +68,11 @@ def test_the_table_reads_a_run_and_its_play_json(tmp_path, capsys):
 
 
 def test_the_steps_table_takes_the_last_game_ended_by_each_step(tmp_path, capsys):
-    runs = []
-    for name, offset in (("a", 0.0), ("b", 100.0)):
-        run = tmp_path / name
-        run.mkdir()
-        summary = {"preset": {"env": {"game": "qbert"}}, "frames": 900, "seconds": 6.0}
-        (run / "summary.json").write_text(json.dumps({**summary, "fps": 150.0}))
-        with (run / "scores.csv").open("w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["seconds", "frames", "score", "smoothed"])
-            for step in (100, 300, 500, 700):  # games end at these agent steps
-                writer.writerow([step / 100, step, 0, offset + step])
-        runs.append(run)
+    steps = (100, 300, 500, 700)  # games end at these agent steps
+    runs = [
+        fake_run(tmp_path / name, "qbert", [(step, 0, offset + step) for step in steps])
+        for name, offset in (("a", 0.0), ("b", 100.0))
+    ]
     assert atari5.main([*map(str, runs), "--at", "50,300,650,1e3"]) == 0
     lines = capsys.readouterr().out.split("Smoothed training score at equal agent steps:")[1]
     table = [line for line in lines.splitlines() if line.startswith("|")][2:]
@@ -86,11 +85,7 @@ def test_the_steps_table_takes_the_last_game_ended_by_each_step(tmp_path, capsys
 
 
 def test_a_play_json_still_being_written_is_a_one_line_error(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    summary = {"preset": {"env": {"game": "qbert"}}, "frames": 1, "seconds": 1.0, "fps": 1.0}
-    (run / "summary.json").write_text(json.dumps(summary))
-    (run / "scores.csv").write_text("seconds,frames,score,smoothed\n1,1,25,25\n")
+    run = fake_run(tmp_path / "run", "qbert", [(1, 25, 25)])
     (run / "play.json").write_text("")  # play.py > play.json, before its output came
     with pytest.raises(SystemExit, match=r"play\.json: not play\.py's --json output"):
         atari5.main([str(run)])
