@@ -8,10 +8,14 @@ greedy mean of play.json (written by `uv run play.py <run>/best.pt --episodes 10
 --no-window > <run>/play.json`; "-" when absent), agent steps, minutes and FPS of the run,
 and both scores human-normalised. When the five Atari-5 games are among the runs, it
 ends with their estimate of the median human-normalised score over the 57 games, from
-each of the two scores. `--png-dir DIR` also draws each run's smoothed training score
-against frames, as DIR/<game>.png; `--at 250000,500000` adds a table of each run's
-smoothed training score (scores.csv's EMA of whole games) at those agent steps, to
-compare runs at equal frames.
+each of the two scores. Beside each run are Dopamine's DQN and Rainbow at 10M frames
+(their mean training return over 5 seeds at iteration 9; benchmarks/dopamine_at.py prints
+them from google/dopamine's data), and the table ends with how many games each run's
+training score is ahead of them, and their own Atari-5 estimates (a game given by more
+than one run counts once, by the last; a line on stderr says so). `--png-dir DIR` also
+draws each run's smoothed training score against frames, as DIR/<game>.png;
+`--at 250000,500000` adds a table of each run's smoothed training score (scores.csv's EMA
+of whole games) at those agent steps, to compare runs at equal frames.
 
 Human-normalised score (percent): 100 (score - random) / (human - random), with the
 random and human scores the Atari-5 repository uses (its Atari-Human.csv, the DQN papers'
@@ -52,6 +56,20 @@ ATARI5 = {
     "phoenix": 0.1241,
     "qbert": 0.0805,
 }
+
+# game: (DQN, Rainbow), Dopamine's mean training return over 5 seeds at iteration 9 (the
+# one ending at 10M frames), from `benchmarks/dopamine_at.py` on google/dopamine at
+# 5873f54 (docs/atari.md, "The published baselines at 10M frames"). Sticky actions:
+# not atari-fast's protocol (docs/atari.md says where they differ).
+DOPAMINE_10M = {
+    "breakout": (21.5, 41.9),
+    "battle_zone": (3598.5, 20209.1),
+    "double_dunk": (-18.9, -18.9),
+    "name_this_game": (4000.9, 8604.0),
+    "phoenix": (4948.5, 4830.2),
+    "qbert": (1658.4, 5353.9),
+}
+BASELINES = ("DQN", "Rainbow")
 
 
 def normalised(game: str, score: float) -> float:
@@ -119,6 +137,23 @@ def row(run: Path) -> tuple[str, float, float | None, dict]:
     return game, training, greedy, summary
 
 
+def baseline_lines(training: dict[str, float]) -> list[str]:
+    """How many games' training scores are ahead of each Dopamine agent's, naming them,
+    and that agent's own Atari-5 estimate."""
+    lines = []
+    for index, agent in enumerate(BASELINES):
+        ahead = [game for game, score in training.items() if score > DOPAMINE_10M[game][index]]
+        names = ", ".join(ahead) if ahead else "none"
+        lines.append(
+            f"Ahead of Dopamine's {agent} at 10M frames (training scores): "
+            f"{len(ahead)} of {len(training)} ({names})"
+        )
+    for index, agent in enumerate(BASELINES):
+        theirs = {game: normalised(game, DOPAMINE_10M[game][index]) for game in ATARI5}
+        lines.append(f"Dopamine's {agent}, Atari-5 estimate: {atari5_median(theirs):.1f}%")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="train.py run directories")
@@ -138,9 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         args.png_dir.mkdir(parents=True, exist_ok=True)
     print(
         "| game | last 100 training games | greedy, 10 games | agent steps | minutes | FPS"
-        " | human-normalised (training / greedy) |"
+        " | human-normalised (training / greedy) | Dopamine at 10M: DQN / Rainbow |"
     )
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---|---:|")
+    training: dict[str, float] = {}
     training_hns: dict[str, float] = {}
     greedy_hns: dict[str, float] = {}
     for run in args.runs:
@@ -148,22 +184,31 @@ def main(argv: list[str] | None = None) -> int:
             if not (run / name).is_file():
                 print(f"atari5.py: error: {run / name}: no such file", file=sys.stderr)
                 return 2
-        game, training, greedy, summary = row(run)
+        game, score, greedy, summary = row(run)
+        if game in training:
+            print(
+                f"atari5.py: {game} given twice: {run} counts in the estimates and counts,"
+                " not the one before",
+                file=sys.stderr,
+            )
+        training[game] = score
         if args.png_dir is not None:
             plot_scores(
                 f"atari-fast: {game}", [(run.name, run)], args.png_dir / f"{game}.png", True
             )
-        training_hns[game] = normalised(game, training)
+        training_hns[game] = normalised(game, score)
         greedy_text = "-" if greedy is None else f"{greedy:.1f}"
         greedy_hns_text = "-"
         if greedy is not None:
             greedy_hns[game] = normalised(game, greedy)
             greedy_hns_text = f"{greedy_hns[game]:.0f}%"
         print(
-            f"| {game} | {training:.1f} | {greedy_text} | {summary['frames']:,}"
+            f"| {game} | {score:.1f} | {greedy_text} | {summary['frames']:,}"
             f" | {summary['seconds'] / 60:.1f} | {summary['fps']:,.0f}"
-            f" | {training_hns[game]:.0f}% / {greedy_hns_text} |"
+            f" | {training_hns[game]:.0f}% / {greedy_hns_text}"
+            " | {:.1f} / {:.1f} |".format(*DOPAMINE_10M[game])
         )
+    print("\n" + "\n".join(baseline_lines(training)))
     for label, scores in (("training", training_hns), ("greedy", greedy_hns)):
         if set(ATARI5) <= set(scores):
             print(

@@ -63,8 +63,9 @@ def test_the_table_reads_a_run_and_its_play_json(tmp_path, capsys):
     row = next(line for line in out.splitlines() if line.startswith("| breakout"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:3] == ["10.0", "30.5"]
-    assert cells[-1] == f"{atari5.normalised('breakout', 10.0):.0f}% / 100%"
-    assert "Atari-5 estimate" not in out  # one game of the five
+    assert cells[-2] == f"{atari5.normalised('breakout', 10.0):.0f}% / 100%"
+    assert cells[-1] == "{:.1f} / {:.1f}".format(*atari5.DOPAMINE_10M["breakout"])
+    assert "Atari-5 estimate of the 57-game median" not in out  # one game of the five
 
 
 def test_the_steps_table_takes_the_last_game_ended_by_each_step(tmp_path, capsys):
@@ -89,3 +90,30 @@ def test_a_play_json_still_being_written_is_a_one_line_error(tmp_path):
     (run / "play.json").write_text("")  # play.py > play.json, before its output came
     with pytest.raises(SystemExit, match=r"play\.json: not play\.py's --json output"):
         atari5.main([str(run)])
+
+
+def test_the_counts_name_the_games_ahead_of_each_dopamine_agent(tmp_path, capsys):
+    dqn, rainbow = atari5.DOPAMINE_10M["name_this_game"]
+    runs = [
+        # between Dopamine's DQN and its Rainbow
+        fake_run(tmp_path / "a", "name_this_game", [(1, (dqn + rainbow) / 2, 0)]),
+        # 0.1 under the DQN: behind both
+        fake_run(tmp_path / "b", "breakout", [(1, atari5.DOPAMINE_10M["breakout"][0] - 0.1, 0)]),
+    ]
+    assert atari5.main(list(map(str, runs))) == 0
+    out = capsys.readouterr().out
+    assert "Ahead of Dopamine's DQN at 10M frames (training scores): 1 of 2 (name_this_game)" in out
+    assert "Ahead of Dopamine's Rainbow at 10M frames (training scores): 0 of 2 (none)" in out
+    # their own estimates, as docs/atari.md states them
+    assert "Dopamine's DQN, Atari-5 estimate: 9.6%" in out
+    assert "Dopamine's Rainbow, Atari-5 estimate: 43.1%" in out
+
+
+def test_a_game_given_twice_counts_once_by_its_last_run(tmp_path, capsys):
+    dqn = atari5.DOPAMINE_10M["qbert"][0]
+    ahead = fake_run(tmp_path / "ahead", "qbert", [(1, dqn + 1, 0)])
+    behind = fake_run(tmp_path / "behind", "qbert", [(1, dqn - 1, 0)])
+    assert atari5.main([str(ahead), str(behind)]) == 0
+    captured = capsys.readouterr()
+    assert "(training scores): 0 of 1 (none)" in captured.out
+    assert f"qbert given twice: {behind} counts" in captured.err
