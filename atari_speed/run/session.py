@@ -56,8 +56,9 @@ class Run:
         self.rng = np.random.default_rng(preset.run.seed)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.tracker = Tracker(plan, run_dir)
+        self.resumed_from = Path(resume) if resume else None
         # The replay saved beside the checkpoint resumed (DQN), and what was restored of it.
-        self.saved_replay = Path(resume).parent / REPLAY_FILE if resume else None
+        self.saved_replay = self.resumed_from.parent / REPLAY_FILE if self.resumed_from else None
         self.restored = 0  # transitions restored into this run's replay
         self.replay: FrameReplay | None = None  # kept on the way out (see keep_replay)
         if checkpoint is not None:
@@ -284,6 +285,10 @@ class Run:
                 "resume from checkpoint.pt"
             )
         self.learner.load_state_dict(checkpoint.learner)
-        self.tracker.restore(checkpoint.stats, int(checkpoint.frames))
+        # Resumed in its own directory, the run's logs go on where the checkpoint left them.
+        own_logs = self.resumed_from is not None and (
+            self.resumed_from.parent.resolve() == self.run_dir.resolve()
+        )
+        self.tracker.restore(checkpoint.stats, int(checkpoint.frames), own_logs=own_logs)
         self.rng.bit_generator.state = checkpoint.rng["numpy"]
         torch.set_rng_state(checkpoint.rng["torch"])

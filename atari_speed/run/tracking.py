@@ -279,8 +279,10 @@ class Tracker:
             "reached": {level: list(when) for level, when in s.reached.items()},
         }
 
-    def restore(self, stats: dict[str, Any], frames: int) -> None:
-        """Continue a checkpoint's statistics, frame count and wall time."""
+    def restore(self, stats: dict[str, Any], frames: int, *, own_logs: bool = False) -> None:
+        """Continue a checkpoint's statistics, frame count and wall time. ``own_logs``: this
+        run directory is the checkpoint's own, whose logs may run past the checkpoint (a
+        run killed after it): what they hold after it is dropped (``drop_logs_after``)."""
         self.scores.episodes = int(stats["episodes"])
         self.scores.smoothed, self.scores.best_smoothed = stats["smoothed"], stats["best_smoothed"]
         self.best_eval = stats["best_eval"]
@@ -294,6 +296,29 @@ class Tracker:
         self._window = (time.perf_counter(), frames)
         self.bar.reset(total=self.plan.preset.run.frames)
         self.bar.update(frames)
+        if own_logs:
+            self.drop_logs_after(int(stats["episodes"]), frames)
+
+    def drop_logs_after(self, episodes: int, frames: int) -> None:
+        """Forget what the logs say of the frames after a checkpoint at ``frames`` with
+        ``episodes`` games, as the resumed run plays those frames again: scores.csv keeps
+        its first ``episodes`` games (one row each), and TensorBoard hides this directory's
+        scalars at ``frames`` and past (its purge_step). Otherwise the curves would run
+        twice over those frames."""
+        self.writer.close()
+        self.writer = SummaryWriter(str(self.run_dir), purge_step=frames)
+        path = self.run_dir / "scores.csv"
+        lines = path.read_text().splitlines(keepends=True) if path.is_file() else []
+        if len(lines) <= episodes + 1:  # the header, then a row per game
+            return
+        kept = "".join(lines[: episodes + 1])
+        # a row cut by a kill mid-write, counted by the checkpoint: whole again from here on
+        write_text_atomic(path, kept if kept.endswith("\n") else kept + "\n")
+        print(
+            f"--resume: {path}: the last {len(lines) - 1 - episodes:,} games, logged after the "
+            f"checkpoint ({frames:,} frames), dropped; those frames are played again",
+            flush=True,
+        )
 
     def close(self) -> None:
         """Write summary.json and close the bar and TensorBoard, each even if one before it

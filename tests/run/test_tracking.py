@@ -97,3 +97,43 @@ def test_past_the_frame_budget_the_line_says_nothing_is_left(tmp_path):
     tracker.frames = 2_500_000 - 7560
     assert tracker.progress_line().endswith("ETA 10s")
     tracker.close()
+
+
+def test_a_run_resumed_in_its_own_directory_forgets_its_logs_past_the_checkpoint(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    first = tracker_at(tmp_path)
+    for frames, score in ((100, -21), (200, -20), (300, -19), (400, -18)):
+        first.frames = frames
+        first.game(Game(score, 50))
+        if frames == 200:
+            stats = first.stats()  # what a checkpoint at 200 frames holds: two games
+    first.close()
+    # a row cut by a kill mid-write, besides the two games after the checkpoint
+    with open(tmp_path / "scores.csv", "a") as log:
+        log.write("41.0,45")
+    resumed = tracker_at(tmp_path)
+    resumed.restore(stats, 200, own_logs=True)
+    resumed.frames = 250
+    resumed.game(Game(-17, 50))
+    resumed.close()
+    rows = (tmp_path / "scores.csv").read_text().splitlines()
+    assert [row.split(",")[1:3] for row in rows[1:]] == [
+        ["100", "-21"],
+        ["200", "-20"],
+        ["250", "-17"],
+    ]
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    scalars = events.Scalars("episode/reward")
+    # TensorBoard hides the first run's scalars from the checkpoint's frames on
+    assert [(s.step, s.value) for s in scalars] == [(100, -21), (250, -17)]
+
+
+def test_a_run_resumed_elsewhere_leaves_that_directorys_scores_alone(tmp_path):
+    text = "seconds,frames,score,smoothed\n1.0,100,-21,-21\n2.0,200,-20,-20.98\n"
+    (tmp_path / "scores.csv").write_text(text)
+    tracker = tracker_at(tmp_path)
+    tracker.restore(tracker_at(tmp_path / "other").stats(), 0)  # no games, not its own logs
+    tracker.close()
+    assert (tmp_path / "scores.csv").read_text() == text

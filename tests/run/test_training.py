@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -118,6 +119,24 @@ def test_resume_without_the_replay_refills_it_and_says_so(nenv_run, tmp_path):
     # The replay is refilled (200 frames), then 1 update per 3 frames resumes the count.
     assert 30 <= updates - load_checkpoint(source / "checkpoint.pt").learner["updates"] <= 34
     assert not (tmp_path / "run" / "replay.npz").exists(), "run.replay_save = false"
+
+
+def test_resumed_in_its_own_directory_its_curve_does_not_run_twice(nenv_run, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(nenv_run, run_dir)
+    scores = run_dir / "scores.csv"
+    kept = scores.read_text() if scores.is_file() else "seconds,frames,score,smoothed\n"
+    # two games a run killed after its checkpoint at 600 frames logged, and lost
+    scores.write_text(kept + "99.0,650,99,99\n99.5,700,99,99\n")
+    out = train_here(
+        "--preset", "pong-nenv", "--frames", "900", "--run-dir", str(run_dir),
+        "--resume", str(run_dir / "checkpoint.pt"), *TINY,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert f"--resume: {scores}: the last 2 games, logged after the checkpoint" in out.stdout
+    assert scores.read_text().startswith(kept)
+    assert ",99,99" not in scores.read_text()
+    assert summary(run_dir)["frames"] == 900
 
 
 def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
