@@ -9,7 +9,8 @@ seed's curve against frames.
     uv run benchmarks/seeds.py --seeds 0-4 --out runs/nd --report-only --fps-alone 1500
 
 Arguments after ``--`` go to every train.py run. Seeds already finished in ``--out``
-are kept, so the command can be run again after a stop. Frames to a score do not depend
+are kept, so the command can be run again after a stop; with ``--resume`` a seed stopped
+part way goes on from its checkpoint.pt (else it is refused). Frames to a score do not depend
 on how busy the machine is, so ``--lanes 2`` (two runs at once, one core each) screens a
 recipe in half the wall time; for minutes, measure FPS with one run alone on the machine
 and give it as ``--fps-alone``. Writes seeds.md, seeds.json and seeds.png in ``--out``.
@@ -54,6 +55,12 @@ def main() -> None:
     parser.add_argument(
         "--report-only", action="store_true", help="train and play nothing: report the runs"
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="a seed stopped part way (a checkpoint.pt, no finished summary) goes on from its "
+        "checkpoint with train.py --resume, instead of being refused",
+    )
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then train.py flags")
     args = parser.parse_args()
     try:
@@ -64,7 +71,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         if not args.report_only:
-            run_seeds(args.preset, seeds, args.out, extra, max(args.lanes, 1))
+            run_seeds(args.preset, seeds, args.out, extra, max(args.lanes, 1), args.resume)
             for seed in seeds:
                 score(args.out / f"s{seed}", args.episodes)
         title = args.title or f"{args.preset} {' '.join(extra)}".strip()

@@ -194,30 +194,41 @@ def run_seeds(
     out: Path,
     extra: Sequence[str] = (),
     lanes: int = 1,
+    resume: bool = False,
 ) -> None:
     """Train every seed not yet finished in ``out/s<seed>``, ``lanes`` at a time, each
     lane pinned to its share of the cores with as many torch threads. A run directory left
-    by an unfinished run is refused (its logs would mix with a new run's)."""
-    todo = []
+    by an unfinished run is refused (its logs would mix with a new run's), or with
+    ``resume`` goes on from its checkpoint.pt (train.py --resume in the same directory,
+    whose logs then continue from the checkpoint)."""
+    todo: list[tuple[int, Path | None]] = []  # (seed, the checkpoint it goes on from)
     for seed in seeds:
         run_dir = out / f"s{seed}"
+        checkpoint = run_dir / "checkpoint.pt"
         if finished(run_dir):
             print(f"seed {seed}: finished in {run_dir}, kept", flush=True)
+        elif resume and checkpoint.is_file():
+            todo.append((seed, checkpoint))
         elif run_dir.exists():
+            if checkpoint.is_file():
+                hint = ", or pass --resume to go on from its checkpoint.pt"
+            else:
+                hint = " (it has no checkpoint.pt to go on from)"
             raise ValueError(
                 f"{run_dir}: a run that did not finish is there; move it away to train "
-                f"seed {seed} again"
+                f"seed {seed} again{hint}"
             )
         else:
-            todo.append(seed)
+            todo.append((seed, None))
     cores = lane_cores(lanes, os.cpu_count() or 1)
     running: dict[int, tuple[subprocess.Popen, int]] = {}  # lane -> (process, seed)
     try:
         while todo or running:
             for lane in range(lanes):
                 if lane not in running and todo:
-                    seed = todo.pop(0)
-                    running[lane] = (start(preset, seed, out, extra, cores[lane]), seed)
+                    seed, checkpoint = todo.pop(0)
+                    proc = start(preset, seed, out, extra, cores[lane], checkpoint)
+                    running[lane] = (proc, seed)
             lane, (proc, seed) = wait_any(running)
             del running[lane]
             if proc.returncode != 0:
@@ -227,13 +238,22 @@ def run_seeds(
 
 
 def start(
-    preset: str, seed: int, out: Path, extra: Sequence[str], cores: list[int]
+    preset: str,
+    seed: int,
+    out: Path,
+    extra: Sequence[str],
+    cores: list[int],
+    checkpoint: Path | None = None,
 ) -> subprocess.Popen:
+    """Seed ``seed``'s train.py on ``cores``, from the start or on from ``checkpoint``."""
     run_dir = out / f"s{seed}"
     log = out / f"s{seed}.log"
     env = {**os.environ, "OMP_NUM_THREADS": str(len(cores)), "MKL_NUM_THREADS": str(len(cores))}
-    print(f"seed {seed}: training on cores {cores}, log {log}", flush=True)
-    with open(log, "w") as stream:
+    how = "training" if checkpoint is None else f"going on from {checkpoint}"
+    print(f"seed {seed}: {how} on cores {cores}, log {log}", flush=True)
+    if checkpoint is not None:
+        extra = [*extra, "--resume", str(checkpoint)]
+    with open(log, "w" if checkpoint is None else "a") as stream:
         return subprocess.Popen(
             train_command(preset, seed, run_dir, extra),
             stdout=stream,

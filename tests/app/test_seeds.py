@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 
@@ -92,7 +93,7 @@ FAKE_TRAIN = """
 import json, os, sys
 from pathlib import Path
 run_dir, seed = Path(sys.argv[1]), int(sys.argv[2])
-run_dir.mkdir(parents=True)
+run_dir.mkdir(parents=True, exist_ok=True)
 summary = {"frames": 1000 * (seed + 1), "seconds": 1.0, "fps": 1000.0, "solved": True,
            "reached": {"18": {"frames": 1000 * (seed + 1), "seconds": 1.0}},
            "cores": sorted(os.sched_getaffinity(0)), "threads": os.environ["OMP_NUM_THREADS"],
@@ -129,3 +130,18 @@ def test_run_seeds_trains_each_seed_once_in_its_lane(tmp_path, monkeypatch):
     (tmp_path / "s3").mkdir()
     with pytest.raises(ValueError, match=r"s3: a run that did not finish"):
         seeds.run_seeds("pong-fast", [3], tmp_path, [], lanes=1)
+    # with --resume, one with a checkpoint goes on from it, its log appended to
+    (tmp_path / "s4").mkdir()
+    (tmp_path / "s4" / "checkpoint.pt").write_bytes(b"")
+    (tmp_path / "s4.log").write_text("the first leg\n")
+    with pytest.raises(ValueError, match=r"s4: .* or pass --resume"):
+        seeds.run_seeds("pong-fast", [4], tmp_path, [], lanes=1)
+    calls.clear()
+    with pytest.raises(ValueError, match=r"s3: .* \(it has no checkpoint\.pt"):
+        seeds.run_seeds("pong-fast", [3, 4], tmp_path, ["--frames", "9"], resume=True)
+    assert calls == [], "nothing starts while a seed is refused"
+    shutil.rmtree(tmp_path / "s3")
+    seeds.run_seeds("pong-fast", [0, 4], tmp_path, ["--frames", "9"], resume=True)
+    checkpoint = str(tmp_path / "s4" / "checkpoint.pt")
+    assert calls == [("pong-fast", 4, ["--frames", "9", "--resume", checkpoint])]
+    assert (tmp_path / "s4.log").read_text().startswith("the first leg\n")
