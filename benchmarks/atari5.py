@@ -192,6 +192,12 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         training[game] = score
+        if abs(summary.get("emulator_frames", 0) - 10_000_000) > 100_000:
+            print(
+                f"atari5.py: {run}: {summary.get('emulator_frames', 0):,} emulator frames, not"
+                " 10M: its count against Dopamine's 10M-frame figures is not at equal frames",
+                file=sys.stderr,
+            )
         if args.png_dir is not None:
             plot_scores(
                 f"atari-fast: {game}", [(run.name, run)], args.png_dir / f"{game}.png", True
@@ -199,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         training_hns[game] = normalised(game, score)
         greedy_text = "-" if greedy is None else f"{greedy:.1f}"
         greedy_hns_text = "-"
+        greedy_hns.pop(game, None)  # a game given twice: the last run's, or none
         if greedy is not None:
             greedy_hns[game] = normalised(game, greedy)
             greedy_hns_text = f"{greedy_hns[game]:.0f}%"

@@ -20,6 +20,7 @@ def fake_run(run: Path, game: str, games: list[tuple[int, float, float]]) -> Pat
     one (agent steps, score, smoothed) row per finished game."""
     run.mkdir()
     summary = {"preset": {"env": {"game": game}}, "frames": 1000, "seconds": 60.0, "fps": 16.7}
+    summary["emulator_frames"] = 10_002_944  # a 10M-frame budget, ended on a whole rollout
     (run / "summary.json").write_text(json.dumps(summary))
     with (run / "scores.csv").open("w", newline="") as f:
         writer = csv.writer(f)
@@ -113,7 +114,28 @@ def test_a_game_given_twice_counts_once_by_its_last_run(tmp_path, capsys):
     dqn = atari5.DOPAMINE_10M["qbert"][0]
     ahead = fake_run(tmp_path / "ahead", "qbert", [(1, dqn + 1, 0)])
     behind = fake_run(tmp_path / "behind", "qbert", [(1, dqn - 1, 0)])
+    (ahead / "play.json").write_text(json.dumps({"mean": 13455.0}))  # human level
     assert atari5.main([str(ahead), str(behind)]) == 0
     captured = capsys.readouterr()
     assert "(training scores): 0 of 1 (none)" in captured.out
     assert f"qbert given twice: {behind} counts" in captured.err
+    assert "10M" not in captured.err, "both ran 10M frames"
+    # the greedy scores are the last run's too: with the other four Atari-5 games played,
+    # there is a greedy estimate only while qbert's last run has a play.json
+    others = []
+    for game in ("battle_zone", "double_dunk", "name_this_game", "phoenix"):
+        others.append(fake_run(tmp_path / game, game, [(1, 0.0, 0)]))
+        (others[-1] / "play.json").write_text(json.dumps({"mean": 0.0}))
+    greedy_estimate = "Atari-5 estimate of the 57-game median (greedy)"
+    assert atari5.main([*map(str, others), str(behind), str(ahead)]) == 0
+    assert greedy_estimate in capsys.readouterr().out
+    assert atari5.main([*map(str, others), str(ahead), str(behind)]) == 0
+    assert greedy_estimate not in capsys.readouterr().out
+
+
+def test_a_run_of_other_than_10m_frames_is_said_not_at_equal_frames(tmp_path, capsys):
+    run = fake_run(tmp_path / "short", "phoenix", [(1, 9000.0, 0)])
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "emulator_frames": 2_000_000}))
+    assert atari5.main([str(run)]) == 0
+    assert f"{run}: 2,000,000 emulator frames, not 10M" in capsys.readouterr().err

@@ -108,7 +108,7 @@ class Tracker:
         """Record a finished game; True if the smoothed score reached a new best."""
         seconds = self.seconds
         improved = self.scores.add(game, seconds, self.frames)
-        with open(self.run_dir / "scores.csv", "a") as log:  # the curve against wall time
+        with open(self.scores_path, "a") as log:  # the curve against wall time
             if log.tell() == 0:
                 log.write("seconds,frames,score,smoothed\n")
             log.write(f"{seconds:.2f},{self.frames},{game.score:g},{self.scores.smoothed:.4f}\n")
@@ -277,7 +277,13 @@ class Tracker:
             "eval_solved_at": None if self.eval_solved_at is None else list(self.eval_solved_at),
             "seconds": self.seconds,
             "reached": {level: list(when) for level, when in s.reached.items()},
+            # how far scores.csv went, for a resume in this directory (drop_logs_after)
+            "scores_bytes": self.scores_path.stat().st_size if self.scores_path.is_file() else 0,
         }
+
+    @property
+    def scores_path(self) -> Path:
+        return self.run_dir / "scores.csv"
 
     def restore(self, stats: dict[str, Any], frames: int, *, own_logs: bool = False) -> None:
         """Continue a checkpoint's statistics, frame count and wall time. ``own_logs``: this
@@ -297,26 +303,38 @@ class Tracker:
         self.bar.reset(total=self.plan.preset.run.frames)
         self.bar.update(frames)
         if own_logs:
-            self.drop_logs_after(int(stats["episodes"]), frames)
+            self.drop_logs_after(stats.get("scores_bytes"), frames)
 
-    def drop_logs_after(self, episodes: int, frames: int) -> None:
-        """Forget what the logs say of the frames after a checkpoint at ``frames`` with
-        ``episodes`` games, as the resumed run plays those frames again: scores.csv keeps
-        its first ``episodes`` games (one row each), and TensorBoard hides this directory's
-        scalars at ``frames`` and past (its purge_step). Otherwise the curves would run
-        twice over those frames."""
+    def drop_logs_after(self, scores_bytes: int | None, frames: int) -> None:
+        """Forget what this directory's logs say of the frames after a checkpoint at
+        ``frames``, as the resumed run plays those frames again; otherwise its curves would
+        run twice over them. scores.csv is cut back to its ``scores_bytes`` at the
+        checkpoint (None: a checkpoint from before that was saved, whose file is left as
+        it is), and to whole rows; TensorBoard is told to hide this directory's scalars
+        past ``frames`` (SummaryWriter's purge_step: those at ``frames`` were logged before
+        the checkpoint)."""
         self.writer.close()
-        self.writer = SummaryWriter(str(self.run_dir), purge_step=frames)
-        path = self.run_dir / "scores.csv"
-        lines = path.read_text().splitlines(keepends=True) if path.is_file() else []
-        if len(lines) <= episodes + 1:  # the header, then a row per game
+        self.writer = SummaryWriter(str(self.run_dir), purge_step=frames + 1)
+        path = self.scores_path
+        if scores_bytes is None or not path.is_file():
             return
-        kept = "".join(lines[: episodes + 1])
-        # a row cut by a kill mid-write, counted by the checkpoint: whole again from here on
-        write_text_atomic(path, kept if kept.endswith("\n") else kept + "\n")
+        with open(path, "r+b") as log:
+            text = log.read()
+            # whole rows only: a row cut mid-write by a kill or a power cut goes too
+            keep = text.rfind(b"\n", 0, min(scores_bytes, len(text))) + 1
+            if keep == len(text):
+                return
+            log.truncate(keep)
+        rows = text[keep:].count(b"\n") + (not text.endswith(b"\n"))
+        lost = (
+            f"; it was {scores_bytes - len(text):,} bytes shorter than at the checkpoint"
+            if len(text) < scores_bytes
+            else ""
+        )
         print(
-            f"--resume: {path}: the last {len(lines) - 1 - episodes:,} games, logged after the "
-            f"checkpoint ({frames:,} frames), dropped; those frames are played again",
+            f"--resume: {path}: the last {rows:,} rows dropped (games logged after the "
+            f"checkpoint at {frames:,} frames, or a row cut mid-write){lost}; those frames "
+            "are played again",
             flush=True,
         )
 

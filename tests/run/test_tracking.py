@@ -107,7 +107,7 @@ def test_a_run_resumed_in_its_own_directory_forgets_its_logs_past_the_checkpoint
         first.frames = frames
         first.game(Game(score, 50))
         if frames == 200:
-            stats = first.stats()  # what a checkpoint at 200 frames holds: two games
+            stats = first.stats()  # what a checkpoint at 200 frames holds
     first.close()
     # a row cut by a kill mid-write, besides the two games after the checkpoint
     with open(tmp_path / "scores.csv", "a") as log:
@@ -118,22 +118,41 @@ def test_a_run_resumed_in_its_own_directory_forgets_its_logs_past_the_checkpoint
     resumed.game(Game(-17, 50))
     resumed.close()
     rows = (tmp_path / "scores.csv").read_text().splitlines()
-    assert [row.split(",")[1:3] for row in rows[1:]] == [
-        ["100", "-21"],
-        ["200", "-20"],
-        ["250", "-17"],
-    ]
+    frames_scores = [row.split(",")[1:3] for row in rows[1:]]
+    assert frames_scores == [["100", "-21"], ["200", "-20"], ["250", "-17"]]
     events = EventAccumulator(str(tmp_path))
     events.Reload()
     scalars = events.Scalars("episode/reward")
-    # TensorBoard hides the first run's scalars from the checkpoint's frames on
-    assert [(s.step, s.value) for s in scalars] == [(100, -21), (250, -17)]
+    # TensorBoard hides the first run's scalars past the checkpoint, not at it
+    assert [(s.step, s.value) for s in scalars] == [(100, -21), (200, -20), (250, -17)]
 
 
-def test_a_run_resumed_elsewhere_leaves_that_directorys_scores_alone(tmp_path):
+def test_a_row_cut_before_the_checkpoint_is_dropped_not_appended_to(tmp_path):
+    first = tracker_at(tmp_path)
+    first.frames = 100
+    first.game(Game(-21, 50))
+    first.close()
+    with open(tmp_path / "scores.csv", "a") as log:
+        log.write("41.0,45")  # cut mid-write (a kill inside Tracker.game), then checkpointed
+    resumed = tracker_at(tmp_path)
+    resumed.restore(first.stats(), 100, own_logs=True)
+    resumed.frames = 150
+    resumed.game(Game(-19, 50))
+    resumed.close()
+    rows = (tmp_path / "scores.csv").read_text().splitlines()
+    assert [row.split(",")[1] for row in rows[1:]] == ["100", "150"]
+
+
+def test_a_run_resumed_elsewhere_or_from_an_older_checkpoint_leaves_scores_alone(tmp_path):
     text = "seconds,frames,score,smoothed\n1.0,100,-21,-21\n2.0,200,-20,-20.98\n"
     (tmp_path / "scores.csv").write_text(text)
-    tracker = tracker_at(tmp_path)
-    tracker.restore(tracker_at(tmp_path / "other").stats(), 0)  # no games, not its own logs
-    tracker.close()
+    elsewhere = tracker_at(tmp_path)
+    elsewhere.restore(tracker_at(tmp_path / "other").stats(), 0)  # not its own logs
+    elsewhere.close()
+    assert (tmp_path / "scores.csv").read_text() == text
+    older = tracker_at(tmp_path)
+    stats = tracker_at(tmp_path / "older").stats()
+    del stats["scores_bytes"]  # checkpoints before the field
+    older.restore(stats, 0, own_logs=True)
+    older.close()
     assert (tmp_path / "scores.csv").read_text() == text

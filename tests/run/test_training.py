@@ -93,8 +93,13 @@ def resume(nenv_run: Path, run_dir: Path, *extra: str) -> subprocess.CompletedPr
 
 def test_resume_continues_frames_optimizer_stats_and_replay(nenv_run, tmp_path):
     before = load_checkpoint(nenv_run / "checkpoint.pt")
+    # another run's games, in the directory resumed into: not this run's logs, kept
+    theirs = "seconds,frames,score,smoothed\n1.0,900,-21,-21\n"
+    (tmp_path / "scores.csv").write_text(theirs)
     out = resume(nenv_run, tmp_path)
     assert out.returncode == 0, out.stderr
+    assert (tmp_path / "scores.csv").read_text().startswith(theirs)
+    assert "rows dropped" not in out.stdout
     restored = f"--resume: 600 transitions restored from {nenv_run / 'replay.npz'}"
     assert restored in out.stdout
     after = load_checkpoint(tmp_path / "checkpoint.pt")
@@ -133,7 +138,7 @@ def test_resumed_in_its_own_directory_its_curve_does_not_run_twice(nenv_run, tmp
         "--resume", str(run_dir / "checkpoint.pt"), *TINY,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert f"--resume: {scores}: the last 2 games, logged after the checkpoint" in out.stdout
+    assert f"--resume: {scores}: the last 2 rows dropped (games logged after the" in out.stdout
     assert scores.read_text().startswith(kept)
     assert ",99,99" not in scores.read_text()
     assert summary(run_dir)["frames"] == 900
