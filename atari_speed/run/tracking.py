@@ -325,7 +325,8 @@ class Tracker:
             if keep == len(text):
                 return
             log.truncate(keep)
-        rows = text[keep:].count(b"\n") + (not text.endswith(b"\n"))
+        # rows, less the header where none was written by the checkpoint
+        rows = text[keep:].count(b"\n") + (not text.endswith(b"\n")) - (keep == 0)
         lost = (
             f"; it was {scores_bytes - len(text):,} bytes shorter than at the checkpoint"
             if len(text) < scores_bytes
