@@ -200,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.png_dir is not None:
             plot_scores(
-                f"atari-fast: {game}", [(run.name, run)], args.png_dir / f"{game}.png", True
+                f"{summary['preset'].get('name') or 'train.py'}: {game}",
+                [(run.name, run)],
+                args.png_dir / f"{game}.png",
+                True,
             )
         training_hns[game] = normalised(game, score)
         greedy_text = "-" if greedy is None else f"{greedy:.1f}"
