@@ -176,26 +176,27 @@ def main(argv: list[str] | None = None) -> int:
         " | human-normalised (training / greedy) | Dopamine at 10M: DQN / Rainbow |"
     )
     print("|---|---:|---:|---:|---:|---:|---|---:|")
+    # game -> the score of its last run given: a game given twice counts once, by that run
     training: dict[str, float] = {}
-    training_hns: dict[str, float] = {}
-    greedy_hns: dict[str, float] = {}
+    greedy: dict[str, float | None] = {}
     for run in args.runs:
         for name in ("summary.json", "scores.csv"):
             if not (run / name).is_file():
                 print(f"atari5.py: error: {run / name}: no such file", file=sys.stderr)
                 return 2
-        game, score, greedy, summary = row(run)
+        game, training_score, greedy_score, summary = row(run)
         if game in training:
             print(
                 f"atari5.py: {game} given twice: {run} counts in the estimates and counts,"
                 " not the one before",
                 file=sys.stderr,
             )
-        training[game] = score
-        if abs(summary.get("emulator_frames", 0) - 10_000_000) > 100_000:
+        training[game], greedy[game] = training_score, greedy_score
+        emulator_frames = summary.get("emulator_frames", 0)
+        if abs(emulator_frames - 10_000_000) > 100_000:
             print(
-                f"atari5.py: {run}: {summary.get('emulator_frames', 0):,} emulator frames, not"
-                " 10M: its count against Dopamine's 10M-frame figures is not at equal frames",
+                f"atari5.py: {run}: {emulator_frames:,} emulator frames, not 10M: its count"
+                " against Dopamine's 10M-frame figures is not at equal frames",
                 file=sys.stderr,
             )
         if args.png_dir is not None:
@@ -205,25 +206,21 @@ def main(argv: list[str] | None = None) -> int:
                 args.png_dir / f"{game}.png",
                 True,
             )
-        training_hns[game] = normalised(game, score)
-        greedy_text = "-" if greedy is None else f"{greedy:.1f}"
-        greedy_hns_text = "-"
-        greedy_hns.pop(game, None)  # a game given twice: the last run's, or none
-        if greedy is not None:
-            greedy_hns[game] = normalised(game, greedy)
-            greedy_hns_text = f"{greedy_hns[game]:.0f}%"
+        greedy_text = greedy_hns_text = "-"
+        if greedy_score is not None:
+            greedy_text = f"{greedy_score:.1f}"
+            greedy_hns_text = f"{normalised(game, greedy_score):.0f}%"
         print(
-            f"| {game} | {score:.1f} | {greedy_text} | {summary['frames']:,}"
+            f"| {game} | {training_score:.1f} | {greedy_text} | {summary['frames']:,}"
             f" | {summary['seconds'] / 60:.1f} | {summary['fps']:,.0f}"
-            f" | {training_hns[game]:.0f}% / {greedy_hns_text}"
+            f" | {normalised(game, training_score):.0f}% / {greedy_hns_text}"
             " | {:.1f} / {:.1f} |".format(*DOPAMINE_10M[game])
         )
     print("\n" + "\n".join(baseline_lines(training)))
-    for label, scores in (("training", training_hns), ("greedy", greedy_hns)):
-        if set(ATARI5) <= set(scores):
-            print(
-                f"\nAtari-5 estimate of the 57-game median ({label}): {atari5_median(scores):.0f}%"
-            )
+    for label, scores in (("training", training), ("greedy", greedy)):
+        hns = {game: normalised(game, v) for game, v in scores.items() if v is not None}
+        if set(ATARI5) <= set(hns):
+            print(f"\nAtari-5 estimate of the 57-game median ({label}): {atari5_median(hns):.0f}%")
     if args.at:
         print("\nSmoothed training score at equal agent steps:\n")
         print("\n".join(steps_table(args.runs, args.at)))
