@@ -30,6 +30,7 @@ from atari_speed.envs.pipeline import resolve_game
 from atari_speed.envs.vector import VectorEnv, make_vector_env
 from atari_speed.run.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from atari_speed.run.evaluation import Evaluation, evaluating
+from atari_speed.run.lock import RunDirLock
 from atari_speed.run.plan import Plan
 from atari_speed.run.replay_file import REPLAY_FILE, load_replay, save_replay
 from atari_speed.run.tracking import Tracker
@@ -55,14 +56,22 @@ class Run:
         self.schedule = UpdateSchedule.of(preset)  # DQN's: what the replay loops ask
         self.rng = np.random.default_rng(preset.run.seed)
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.tracker = Tracker(plan, run_dir)
-        self.resumed_from = Path(resume) if resume else None
-        # The replay saved beside the checkpoint resumed (DQN), and what was restored of it.
-        self.saved_replay = self.resumed_from.parent / REPLAY_FILE if self.resumed_from else None
-        self.restored = 0  # transitions restored into this run's replay
-        self.replay: FrameReplay | None = None  # kept on the way out (see keep_replay)
-        if checkpoint is not None:
-            self.resume(checkpoint)
+        # Before anything is written there: a second trainer on this directory is refused.
+        self.lock = RunDirLock(run_dir).acquire()
+        try:
+            self.tracker = Tracker(plan, run_dir)
+            self.resumed_from = Path(resume) if resume else None
+            # The replay saved beside the checkpoint resumed (DQN), and what was restored.
+            self.saved_replay = (
+                self.resumed_from.parent / REPLAY_FILE if self.resumed_from else None
+            )
+            self.restored = 0  # transitions restored into this run's replay
+            self.replay: FrameReplay | None = None  # kept on the way out (see keep_replay)
+            if checkpoint is not None:
+                self.resume(checkpoint)
+        except BaseException:
+            self.lock.release()
+            raise
         self.updates_at_start = self.learner.updates
         self.next_log = self.frames
         self.next_checkpoint = self.frames + preset.run.checkpoint_every

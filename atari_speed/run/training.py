@@ -130,6 +130,7 @@ def finish(run: Run, failing: bool) -> dict[str, dict[str, Any]] | None:
     if run.prof.enabled:
         steps.append(save_profile)
     steps.append(run.tracker.close)
+    steps.append(run.lock.release)  # last: the directory is complete for whoever comes next
     first: BaseException | None = None
     for step in steps:
         try:

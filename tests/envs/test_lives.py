@@ -77,8 +77,9 @@ def test_ale_fires_after_a_lost_life_as_the_pipeline_would(pipeline, game, fires
     assert fire_after_life_loss(resolve_pipeline(pipeline), action_set(game)) is fires
 
 
-def test_the_sticky_pipeline_differs_from_atari_fasts_only_in_sticky_actions():
-    plain, sticky = resolve_pipeline("small-maxpool"), resolve_pipeline("small-maxpool-sticky")
+@pytest.mark.parametrize("plain_name", ["small-maxpool", "maxpool84"])  # atari-fast, atari-84
+def test_each_sticky_pipeline_differs_from_its_presets_only_in_sticky_actions(plain_name):
+    plain, sticky = resolve_pipeline(plain_name), resolve_pipeline(f"{plain_name}-sticky")
     assert sticky["stages"] == plain["stages"]
     assert (plain["repeat_action_probability"], sticky["repeat_action_probability"]) == (0, 0.25)
 

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from atari_speed.run.checkpoint import load_checkpoint
+from atari_speed.run.lock import RunDirLock
 from tests.scripts import (
     assert_no_shm_left,
     run_script,
@@ -143,6 +144,7 @@ def test_resumed_in_its_own_directory_its_curve_does_not_run_twice(nenv_run, tmp
     assert scores.read_text().startswith(kept)
     assert ",99,99" not in scores.read_text()
     assert summary(run_dir)["frames"] == 900
+    RunDirLock(run_dir).acquire().release()  # the run let go of its directory on the way out
 
 
 def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
