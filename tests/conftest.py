@@ -1,8 +1,9 @@
-"""Suite-wide guards."""
+"""Suite-wide guards, and a checkpoint the scripts' tests play."""
 
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +34,30 @@ def sigint_handler_restored():
     yield
     after = signal.getsignal(signal.SIGINT)
     assert after is before, f"SIGINT handler left as {after!r} (was {before!r})"
+
+
+@pytest.fixture(scope="session")
+def untrained_checkpoint(tmp_path_factory) -> Path:
+    """A checkpoint of a fresh network for Pong's book pipeline, made without train.py."""
+    from atari_speed.agent.networks import DQN
+    from atari_speed.core.config import Preset
+    from atari_speed.envs.pipeline import make_env, resolve_game, resolve_pipeline
+    from atari_speed.run.checkpoint import Checkpoint, save_checkpoint
+
+    pipeline, game = resolve_pipeline("book"), resolve_game("pong")
+    env = make_env(pipeline, game)
+    shape, actions = list(env.observation_space.shape), int(env.action_space.n)
+    env.close()
+    checkpoint = Checkpoint(
+        game=game,
+        pipeline=pipeline,
+        preset=Preset().to_dict(),
+        obs_shape=shape,
+        actions=actions,
+        dueling=False,
+        frames=0,
+        net=DQN(tuple(shape), actions).state_dict(),
+    )
+    path = tmp_path_factory.mktemp("untrained") / "checkpoint.pt"
+    save_checkpoint(checkpoint, path)
+    return path

@@ -24,7 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from atari_speed.app.ablation import plot_scores
+from atari_speed.core.errors import ConfigError
 from atari_speed.run.checkpoint import write_text_atomic
+from atari_speed.run.lock import RunDirLock
 
 ROOT = Path(__file__).resolve().parents[2]
 LEVELS = ("-15", "0")  # with the stop reward: the smoothed scores whose frames are reported
@@ -227,8 +229,14 @@ def run_seeds(
             for lane in range(lanes):
                 if lane not in running and todo:
                     seed, checkpoint = todo.pop(0)
-                    proc = start(preset, seed, out, extra, cores[lane], checkpoint)
+                    try:
+                        proc = start(preset, seed, out, extra, cores[lane], checkpoint)
+                    except ConfigError as err:  # another seeds.py is running this seed
+                        print(f"seed {seed}: {err}; skipped", file=sys.stderr, flush=True)
+                        continue
                     running[lane] = (proc, seed)
+            if not running:
+                continue
             lane, (proc, seed) = wait_any(running)
             del running[lane]
             if proc.returncode != 0:
@@ -245,9 +253,12 @@ def start(
     cores: list[int],
     checkpoint: Path | None = None,
 ) -> subprocess.Popen:
-    """Seed ``seed``'s train.py on ``cores``, from the start or on from ``checkpoint``."""
+    """Seed ``seed``'s train.py on ``cores``, from the start or on from ``checkpoint``;
+    ConfigError, with its log untouched, where a run holds the seed's directory."""
     run_dir = out / f"s{seed}"
     log = out / f"s{seed}.log"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    RunDirLock(run_dir).acquire().release()  # train.py would be refused after the log's "w"
     env = {**os.environ, "OMP_NUM_THREADS": str(len(cores)), "MKL_NUM_THREADS": str(len(cores))}
     how = "training" if checkpoint is None else f"going on from {checkpoint}"
     print(f"seed {seed}: {how} on cores {cores}, log {log}", flush=True)

@@ -46,18 +46,22 @@ class RunDirLock:
     def acquire(self) -> RunDirLock:
         """Take the lock, or raise ConfigError naming the directory and its holder's pid."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
-                os.close(fd)
-                raise ConfigError(
-                    f"{self.path.parent}: in use by another run (pid {holder}); wait for it "
-                    "to end, stop it (SIGTERM saves its checkpoint), or give another --run-dir"
-                ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+                    raise ConfigError(
+                        f"{self.path.parent}: in use by another run (pid {holder}); wait for "
+                        "it to end, stop it (SIGTERM saves its checkpoint), or give another "
+                        "--run-dir"
+                    ) from None
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except BaseException:
+            os.close(fd)  # refused or failed: neither the lock nor the descriptor is kept
+            raise
         self.fd = fd
         _held.add(fd)
         return self

@@ -145,3 +145,17 @@ def test_run_seeds_trains_each_seed_once_in_its_lane(tmp_path, monkeypatch):
     checkpoint = str(tmp_path / "s4" / "checkpoint.pt")
     assert calls == [("pong-fast", 4, ["--frames", "9", "--resume", checkpoint])]
     assert (tmp_path / "s4.log").read_text().startswith("the first leg\n")
+    # a seed whose directory another run holds (a second seeds.py): skipped, log untouched
+    from atari_speed.run.lock import RunDirLock
+
+    shutil.rmtree(tmp_path / "s4")
+    (tmp_path / "s4").mkdir()
+    (tmp_path / "s4" / "checkpoint.pt").write_bytes(b"")
+    held = RunDirLock(tmp_path / "s4").acquire()
+    calls.clear()
+    try:
+        seeds.run_seeds("pong-fast", [4, 5], tmp_path, ["--frames", "9"], resume=True)
+    finally:
+        held.release()
+    assert [c[1] for c in calls] == [5], "seed 5 trained, seed 4 skipped"
+    assert (tmp_path / "s4.log").read_text().startswith("the first leg\n")

@@ -154,6 +154,7 @@ def test_a_resumed_run_has_the_saved_learner_stats_and_rng_states(tmp_path, pres
     saved_learner = first.learner.state_dict()
     saved_numpy, saved_torch = first.rng.bit_generator.state, torch.get_rng_state()
     first.tracker.close()
+    first.lock.release()
     saved_stats = load_checkpoint(tmp_path / "a" / "checkpoint.pt").stats
     assert saved_stats["episodes"] == 5 and saved_stats["best_eval"] == -18.0
     torch.manual_seed(123)  # the resumed run must set it back, not keep this
@@ -174,6 +175,7 @@ def test_a_resumed_run_has_the_saved_learner_stats_and_rng_states(tmp_path, pres
         assert torch.equal(torch.get_rng_state(), saved_torch)
     finally:
         second.tracker.close()
+        second.lock.release()
 
 
 @pytest.mark.parametrize(

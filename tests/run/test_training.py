@@ -195,6 +195,7 @@ def test_resume_with_another_network_is_refused_in_one_line(nenv_run, tmp_path):
         )
     )
     assert "'network': 'nature'" in out.stderr and "'network': 'nips'" in out.stderr
+    RunDirLock(tmp_path).acquire().release()  # refused after taking the lock: let go of it
 
 
 def test_baseline_mode_runs_on_ptan(tmp_path):
@@ -559,3 +560,4 @@ def test_best_pt_holds_the_weights_that_were_evaluated_not_the_later_ones(tmp_pa
         if run.evaluation is not None:
             run.evaluation.cancel()
         run.tracker.close()
+        run.lock.release()
