@@ -75,6 +75,9 @@ class WholeGames:
     def reset(self, seed: int):
         return self.env.reset(seed=seed)
 
+    def close(self) -> None:
+        self.env.close()
+
     def step(self, action: int):
         obs, reward, terminated, truncated, info = self.env.step(action)
         if (terminated or truncated) and "episode" not in info:
@@ -156,10 +159,11 @@ def main(argv: list[str] | None = None) -> int:
         p = play(game_env, choose, args.steps, args.seed, args.gamma)
         end = "-" if p.ended is None else f"{p.ended:,}"
         print(f"| {label} | {p.won:g} | {p.lost:g} | {end} | {p.value:.3f} |")
-    for path, _, policy in agents:
-        print(
-            f"\n{path}: its network's mean max_a Q over those steps: {np.mean(policy.values):.3f}"
-        )
+    for path, agent_env, policy in agents:
+        agent_env.close()
+        if policy.values:  # none at epsilon 1: every action random, no forward pass
+            mean_q = np.mean(policy.values)
+            print(f"\n{path}: its network's mean max_a Q over those steps: {mean_q:.3f}")
     env.close()
     return 0
 

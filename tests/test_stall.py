@@ -98,6 +98,10 @@ def test_an_agent_gets_a_row_and_its_mean_q_and_a_checkpoint_of_another_game_one
     assert len(rows) == 1 and rows[0].startswith(f"| agent {untrained_checkpoint}, epsilon 0 |")
     assert rows[0].split("|")[4].strip() == "-", "a Pong game is not over in 40 steps"
     assert f"{untrained_checkpoint}: its network's mean max_a Q over those steps: " in out
+    # every action random: no forward pass, so no Q to report (not a mean of nothing)
+    assert stall.main(["--game", "pong", "--steps", "40", "--epsilon", "1", *agent]) == 0
+    out = capsys.readouterr().out
+    assert f"| agent {untrained_checkpoint}, epsilon 1 |" in out and "max_a Q" not in out
     assert stall.main(["--game", "breakout", *agent]) == 2
     err = capsys.readouterr().err
     assert err == f"stall.py: error: {untrained_checkpoint}: a checkpoint for pong, not breakout\n"
