@@ -10,6 +10,7 @@ to its own cores); minutes are frames over an FPS measured with the machine to o
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -254,25 +255,50 @@ def start(
     checkpoint: Path | None = None,
 ) -> subprocess.Popen:
     """Seed ``seed``'s train.py on ``cores``, from the start or on from ``checkpoint``;
-    ConfigError, with its log untouched, where a run holds the seed's directory."""
+    ConfigError, with its log untouched, where a run holds the seed's directory or another
+    seeds.py its log."""
     run_dir = out / f"s{seed}"
     log = out / f"s{seed}.log"
     run_dir.mkdir(parents=True, exist_ok=True)
-    RunDirLock(run_dir).acquire().release()  # train.py would be refused after the log's "w"
-    env = {**os.environ, "OMP_NUM_THREADS": str(len(cores)), "MKL_NUM_THREADS": str(len(cores))}
-    how = "training" if checkpoint is None else f"going on from {checkpoint}"
-    print(f"seed {seed}: {how} on cores {cores}, log {log}", flush=True)
-    if checkpoint is not None:
-        extra = [*extra, "--resume", str(checkpoint)]
-    with open(log, "w" if checkpoint is None else "a") as stream:
+    fd = lock_log(log)
+    try:
+        # train.py takes the directory's lock only once it has started: until then the
+        # log's lock (which train.py inherits with the log) is what keeps a second
+        # seeds.py from starting this seed too and emptying the winner's log.
+        RunDirLock(run_dir).acquire().release()
+        if checkpoint is None:
+            os.ftruncate(fd, 0)
+        env = {**os.environ, "OMP_NUM_THREADS": str(len(cores)), "MKL_NUM_THREADS": str(len(cores))}
+        how = "training" if checkpoint is None else f"going on from {checkpoint}"
+        print(f"seed {seed}: {how} on cores {cores}, log {log}", flush=True)
+        if checkpoint is not None:
+            extra = [*extra, "--resume", str(checkpoint)]
         return subprocess.Popen(
             train_command(preset, seed, run_dir, extra),
-            stdout=stream,
+            stdout=fd,
             stderr=subprocess.STDOUT,
             env=env,
             cwd=ROOT,
             preexec_fn=lambda: os.sched_setaffinity(0, cores),
         )
+    finally:
+        os.close(fd)  # the train.py started holds the log's lock from here on
+
+
+def lock_log(log: Path) -> int:
+    """A descriptor of ``log``, opened for appending without emptying it, with an ``flock``
+    that lasts while it or a copy (a train.py's stdout) is open; ConfigError, the log
+    untouched, where another seeds.py (or the train.py it started) holds it."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(f"{log}: written by a run another seeds.py started") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def wait_any(

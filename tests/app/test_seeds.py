@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import time
 
 import pytest
 
@@ -159,3 +160,41 @@ def test_run_seeds_trains_each_seed_once_in_its_lane(tmp_path, monkeypatch):
         held.release()
     assert [c[1] for c in calls] == [5], "seed 5 trained, seed 4 skipped"
     assert (tmp_path / "s4.log").read_text().startswith("the first leg\n")
+
+
+WINNER = """
+import sys, time
+print("the winner's first line", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_second_start_of_a_seed_before_its_train_py_holds_the_directory_is_refused(
+    tmp_path, monkeypatch
+):
+    # The window: train.py locks its directory only once it is up, so a check of that lock
+    # alone lets a second seeds.py through, and its "w" would empty the winner's log.
+    import sys
+
+    from atari_speed.app import seeds
+    from atari_speed.core.errors import ConfigError
+
+    def never_locks(preset, seed, run_dir, extra):
+        return [sys.executable, "-c", WINNER]
+
+    monkeypatch.setattr(seeds, "train_command", never_locks)
+    winner = seeds.start("pong-fast", 0, tmp_path, [], [0])
+    log = tmp_path / "s0.log"
+    try:
+        deadline = time.monotonic() + 30
+        while not log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(ConfigError, match=rf"{log}: written by a run another seeds.py"):
+            seeds.start("pong-fast", 0, tmp_path, [], [0])
+        assert log.read_text() == "the winner's first line\n"
+    finally:
+        winner.kill()
+        winner.wait(timeout=10)
+    again = seeds.start("pong-fast", 0, tmp_path, [], [0])  # the winner gone, its lock too
+    again.kill()
+    again.wait(timeout=10)
