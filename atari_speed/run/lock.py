@@ -9,6 +9,7 @@ cleaned up by hand. The file keeps the holder's pid, for the error to name.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -20,6 +21,8 @@ except ImportError:  # Windows: no flock; runs there are not guarded (docs/relia
     fcntl = None  # type: ignore[assignment]
 
 LOCK_FILE = ".lock"
+# What flock raises where the filesystem has no locks to give (docs/reliability.md).
+NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS}
 
 # Descriptors of the locks this process holds. A forked child (a subprocess env worker)
 # closes its copies at once: a worker outliving a killed trainer must not keep its lock.
@@ -56,6 +59,15 @@ class RunDirLock:
                         f"{self.path.parent}: in use by another run (pid {holder}); wait for "
                         "it to end, stop it (SIGTERM saves its checkpoint), or give another "
                         "--run-dir"
+                    ) from None
+                except OSError as err:
+                    if err.errno not in NO_FLOCK:
+                        raise
+                    # NFS without lockd, some FUSE and SMB mounts: no lock to be had here
+                    raise ConfigError(
+                        f"{self.path.parent}: this filesystem cannot lock the run directory "
+                        f"({errno.errorcode[err.errno]}: {err.strerror}); give a --run-dir on "
+                        "a local disk"
                     ) from None
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())

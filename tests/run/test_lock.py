@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import multiprocessing as mp
 import os
 import signal
@@ -13,12 +14,14 @@ from pathlib import Path
 import pytest
 
 from atari_speed.core.errors import ConfigError
+from atari_speed.run import lock as lock_module
 from atari_speed.run.lock import RunDirLock
 from tests.scripts import train_here
 
 HOLD = """
 import sys, time
 from pathlib import Path
+from atari_speed.run import lock as lock_module
 from atari_speed.run.lock import RunDirLock
 RunDirLock(Path(sys.argv[1])).acquire()
 print("held", flush=True)
@@ -86,3 +89,37 @@ def test_a_forked_child_does_not_keep_the_lock_of_its_parent(tmp_path):
     finally:
         child.kill()
         child.join(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("code", "name"),
+    [(errno.ENOLCK, "ENOLCK"), (errno.EOPNOTSUPP, "ENOTSUP"), (errno.ENOSYS, "ENOSYS")],
+)
+def test_a_filesystem_without_flock_is_refused_in_one_line(tmp_path, monkeypatch, code, name):
+    # NFS without lockd answers ENOLCK, some FUSE and SMB mounts EOPNOTSUPP (ENOTSUP)
+    def no_locks(fd, operation):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(lock_module.fcntl, "flock", no_locks)
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(
+        lock_module.os, "open", lambda *a: opened.append(real_open(*a)) or opened[-1]
+    )
+    with pytest.raises(ConfigError) as refused:
+        RunDirLock(tmp_path).acquire()
+    assert str(refused.value) == (
+        f"{tmp_path}: this filesystem cannot lock the run directory ({name}: "
+        f"{os.strerror(code)}); give a --run-dir on a local disk"
+    )
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        os.fstat(opened[0])  # the descriptor is not kept
+
+
+def test_another_flock_failure_is_not_taken_for_a_missing_lock(tmp_path, monkeypatch):
+    def broken(fd, operation):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(lock_module.fcntl, "flock", broken)
+    with pytest.raises(OSError, match="Input/output error"):
+        RunDirLock(tmp_path).acquire()
