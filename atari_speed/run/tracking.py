@@ -7,6 +7,7 @@ advance it and everything else reads it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -20,6 +21,7 @@ from tqdm import tqdm
 
 from atari_speed.agent.actor import Game
 from atari_speed.agent.schedules import update_schedule
+from atari_speed.core.errors import ConfigError
 from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.plan import Plan
 
@@ -61,28 +63,77 @@ class Scores:
         return False
 
 
+@dataclass
+class Record:
+    """What a run has to tell of its past: its games' scores, its evaluations, when it
+    began to learn, its wall time and auto's choices. A checkpoint saves it whole and a
+    resume restores it whole (``Tracker.stats``, ``Tracker.restore``), so a field added
+    here goes on across a resume with nothing else to write."""
+
+    scores: Scores
+    eval_reward: float | None = None  # the last evaluation's mean: the last greedy score
+    best_eval: float | None = None
+    # (seconds, frames) of the first evaluation whose mean reached stop_reward: the greedy
+    # agent's solve, beside the training games' smoothed one
+    eval_solved_at: tuple[float, int] | None = None
+    evaluations: list[dict[str, float]] = field(default_factory=list)
+    learning_from: tuple[float, int] | None = None  # (seconds, frames) of the 1st update
+    # Wall time of the runs before this process's; in a checkpoint, all of it up to then.
+    seconds_before: float = 0.0
+    choices: dict[str, Any] = field(default_factory=dict)  # auto's, and the mode's loop's
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Record:
+        """The record ``dataclasses.asdict`` made ``data`` of."""
+        data = dict(data)
+        try:
+            return cls(scores=Scores(**data.pop("scores")), **data)
+        except TypeError as err:  # a field this version does not know: a newer checkpoint
+            raise ConfigError(f"--resume: the checkpoint's record does not fit ({err})") from None
+
+    @classmethod
+    def from_old_stats(cls, stats: dict[str, Any], stop_reward: float) -> Record:
+        """The part of a record that checkpoints from before ``Record`` carried (no
+        evaluations, last scores, learning start or choices)."""
+        solved = stats.get("eval_solved_at")
+        reached = {k: (float(v[0]), int(v[1])) for k, v in stats.get("reached", {}).items()}
+        scores = Scores(
+            stop_reward,
+            episodes=int(stats["episodes"]),
+            smoothed=stats["smoothed"],
+            best_smoothed=stats["best_smoothed"],
+            solved_at=reached.get(f"{stop_reward:g}"),
+            reached=reached,
+        )
+        return cls(
+            scores=scores,
+            best_eval=stats["best_eval"],
+            eval_solved_at=None if solved is None else (float(solved[0]), int(solved[1])),
+            seconds_before=float(stats["seconds"]),
+        )
+
+
 class Tracker:
     """The frame counter, scores, evaluation results, wall time, logs and summary.json."""
 
     def __init__(self, plan: Plan, run_dir: Path) -> None:
         self.plan, self.run_dir = plan, run_dir
-        self.choices = dict(plan.choices)  # auto's, and what the mode's loop adds
+        self.record = Record(Scores(plan.preset.run.stop_reward), choices=dict(plan.choices))
         self.frames = 0
-        self.scores = Scores(plan.preset.run.stop_reward)
-        self.eval_reward: float | None = None
-        self.best_eval: float | None = None
-        # (seconds, frames) of the first evaluation whose mean reached stop_reward: the
-        # greedy agent's solve, beside the training games' smoothed one
-        self.eval_solved_at: tuple[float, int] | None = None
-        self.evaluations: list[dict[str, float]] = []
         self.epsilon: float | None = None
         self.loss: float | None = None
-        self.seconds_before = 0.0  # wall time of the earlier runs this one resumes
-        self.learning_from: tuple[float, int] | None = None  # (seconds, frames), 1st update
         self.fps = 0.0
         self.start = time.perf_counter()
         self._window = (self.start, 0)
-        self.writer = SummaryWriter(str(run_dir))
+        # Made at the first scalar: a resume that fails before it leaves TensorBoard's
+        # files as they were (``held``).
+        self._writer: SummaryWriter | None = None
+        self._purge_step: int | None = None  # TensorBoard hides the directory's past it
+        # A resumed run writes nothing to its directory until it has played a frame, and
+        # only then drops what the logs hold past the checkpoint (``_cut``): a resume that
+        # fails to start (a missing ROM, a full disk) leaves the directory as it found it.
+        self.held = False
+        self._cut: tuple[int | None, int] | None = None  # drop_logs_after's, when held
         self.bar = tqdm(
             total=plan.preset.run.frames,
             unit="frame",
@@ -96,16 +147,42 @@ class Tracker:
         self.last_line = self.start
 
     @property
+    def scores(self) -> Scores:
+        return self.record.scores
+
+    @property
+    def best_eval(self) -> float | None:
+        return self.record.best_eval
+
+    @property
     def seconds(self) -> float:
-        return self.seconds_before + time.perf_counter() - self.start
+        return self.record.seconds_before + time.perf_counter() - self.start
+
+    @property
+    def writer(self) -> SummaryWriter:
+        if self._writer is None:
+            self._writer = SummaryWriter(str(self.run_dir), purge_step=self._purge_step)
+        return self._writer
 
     def advance(self, frames: int) -> None:
         """Count ``frames`` more agent steps."""
+        if frames > 0 and self.held:
+            self.go_on()
         self.frames += frames
         self.bar.update(frames)
 
+    def go_on(self) -> None:
+        """The resumed run has played: from now on it writes to its directory, whose logs
+        are first cut back to the checkpoint (``drop_logs_after``) if they are its own."""
+        self.held = False
+        if self._cut is not None:
+            self.drop_logs_after(*self._cut)
+            self._cut = None
+
     def game(self, game: Game) -> bool:
         """Record a finished game; True if the smoothed score reached a new best."""
+        if self.held:
+            self.go_on()
         seconds = self.seconds
         improved = self.scores.add(game, seconds, self.frames)
         with open(self.scores_path, "a") as log:  # the curve against wall time
@@ -120,15 +197,17 @@ class Tracker:
 
     def note_choices(self, **choices: Any) -> None:
         """Record what the mode's loop chose (actor pids, threads) in summary.json now."""
-        self.choices.update(choices)
+        self.record.choices.update(choices)
         self.write_summary()
 
     def learning_started(self) -> None:
-        if self.learning_from is None:
-            self.learning_from = (self.seconds, self.frames)
+        if self.record.learning_from is None:
+            self.record.learning_from = (self.seconds, self.frames)
 
     def log(self, epsilon: float, loss: float | None, buffer_fill: float) -> None:
         """TensorBoard scalars, the progress bar's figures and summary.json, now."""
+        if self.held:  # nothing played since the checkpoint, whose figures are logged
+            return
         now = time.perf_counter()
         start, frames0 = self._window
         if now > start and self.frames > frames0:
@@ -146,8 +225,8 @@ class Tracker:
             post["reward"] = f"{self.scores.smoothed:.1f}"
         if loss is not None:
             post["loss"] = f"{loss:.4f}"
-        if self.eval_reward is not None:
-            post["greedy"] = f"{self.eval_reward:.1f}"
+        if self.record.eval_reward is not None:
+            post["greedy"] = f"{self.record.eval_reward:.1f}"
         self.bar.set_postfix(post, refresh=False)
         if self.lines and now - self.last_line >= LINE_EVERY:
             self.print_line()
@@ -162,8 +241,8 @@ class Tracker:
         parts.append(f"games {self.scores.episodes:,}")
         smoothed = self.scores.smoothed
         parts.append("smoothed " + ("-" if smoothed is None else f"{smoothed:.1f}"))
-        if self.eval_reward is not None:
-            parts.append(f"greedy {self.eval_reward:.1f}")
+        if self.record.eval_reward is not None:
+            parts.append(f"greedy {self.record.eval_reward:.1f}")
         if self.epsilon is not None:
             parts.append(f"eps {self.epsilon:.3f}")
         if self.loss is not None:
@@ -183,6 +262,8 @@ class Tracker:
 
     def log_profile(self, process: str, report: dict[str, Any]) -> None:
         """Each stage's share of its process's wall time, as ``profile/[process/]stage``."""
+        if self.held:
+            return
         prefix = "profile/" + (process.replace(" ", "_") + "/" if process else "")
         for row in report["rows"]:
             tag = prefix + row["stage"].replace(" ", "_")
@@ -193,8 +274,9 @@ class Tracker:
     ) -> bool:
         """Record the mean score of an evaluation of the weights at ``frames`` (and
         ``seconds``); True if it is the best so far."""
-        self.eval_reward = reward
-        self.evaluations.append(
+        record = self.record
+        record.eval_reward = reward
+        record.evaluations.append(
             {
                 "frames": frames,
                 "seconds": round(seconds, 2),
@@ -203,18 +285,18 @@ class Tracker:
             }
         )
         self.writer.add_scalar("eval/reward", reward, frames)
-        if self.eval_solved_at is None and reward >= self.plan.preset.run.stop_reward:
-            self.eval_solved_at = (seconds, frames)
+        if record.eval_solved_at is None and reward >= self.plan.preset.run.stop_reward:
+            record.eval_solved_at = (seconds, frames)
         if self.lines:
             self.print_line()
-        if self.best_eval is None or reward > self.best_eval:
-            self.best_eval = reward
+        if record.best_eval is None or reward > record.best_eval:
+            record.best_eval = reward
             return True
         return False
 
     def summary(self) -> dict[str, Any]:
-        seconds, s, preset = self.seconds, self.scores, self.plan.preset
-        greedy = self.eval_solved_at
+        seconds, record, preset = self.seconds, self.record, self.plan.preset
+        s, greedy = record.scores, record.eval_solved_at
         return {
             "frames": self.frames,
             "emulator_frames": self.frames * self.plan.frame_skip,
@@ -225,12 +307,12 @@ class Tracker:
             "avg_reward": s.smoothed,
             "best_avg_reward": s.best_smoothed,
             "last_reward": s.last,
-            "eval_reward": self.eval_reward,
-            "best_eval_reward": self.best_eval,
+            "eval_reward": record.eval_reward,
+            "best_eval_reward": record.best_eval,
             # the greedy agent's solve: the first evaluation whose mean reached stop_reward
             "eval_solved_at_seconds": None if greedy is None else round(greedy[0], 2),
             "eval_solved_at_frames": None if greedy is None else greedy[1],
-            "evaluations": self.evaluations,
+            "evaluations": record.evaluations,
             "solved": s.solved_at is not None,
             "solved_at_seconds": None if s.solved_at is None else round(s.solved_at[0], 2),
             "solved_at_frames": None if s.solved_at is None else s.solved_at[1],
@@ -245,7 +327,7 @@ class Tracker:
             "algorithm": preset.dqn.algorithm,
             "precision": "bf16" if self.plan.bf16 else "fp32",
             "update_to_data": self.update_to_data(),
-            "choices": self.choices,
+            "choices": record.choices,
             "preset": preset.to_dict(),
             "pipeline": self.plan.pipeline,
         }
@@ -257,53 +339,54 @@ class Tracker:
 
     def fps_after_warmup(self) -> float | None:
         """Frames per second since the first SGD update: the training speed proper."""
-        if self.learning_from is None:
+        if self.record.learning_from is None:
             return None
-        seconds = self.seconds - self.learning_from[0]
-        return round((self.frames - self.learning_from[1]) / seconds, 1) if seconds > 0 else None
+        start_seconds, start_frames = self.record.learning_from
+        seconds = self.seconds - start_seconds
+        return round((self.frames - start_frames) / seconds, 1) if seconds > 0 else None
 
     def write_summary(self) -> None:
+        if self.held:  # the directory's summary.json stays as it is until the run plays
+            return
         text = json.dumps(self.summary(), indent=2, default=str)
         write_text_atomic(self.run_dir / "summary.json", text)
 
     def stats(self) -> dict[str, Any]:
-        """What a checkpoint carries to resume the statistics."""
-        s = self.scores
-        return {
-            "episodes": s.episodes,
-            "smoothed": s.smoothed,
-            "best_smoothed": s.best_smoothed,
-            "best_eval": self.best_eval,
-            "eval_solved_at": None if self.eval_solved_at is None else list(self.eval_solved_at),
-            "seconds": self.seconds,
-            "reached": {level: list(when) for level, when in s.reached.items()},
-            # how far scores.csv went, for a resume in this directory (drop_logs_after)
-            "scores_bytes": self.scores_path.stat().st_size if self.scores_path.is_file() else 0,
-        }
+        """What a checkpoint carries to resume the statistics: the record, whole (its wall
+        time brought up to now), and how far scores.csv went, for a resume in this
+        directory (``drop_logs_after``)."""
+        record = dataclasses.replace(self.record, seconds_before=self.seconds)
+        if self._cut is not None:  # held: the file still runs past the checkpoint resumed
+            scores_bytes = self._cut[0]
+        else:
+            path = self.scores_path
+            scores_bytes = path.stat().st_size if path.is_file() else 0
+        return {"record": dataclasses.asdict(record), "scores_bytes": scores_bytes}
 
     @property
     def scores_path(self) -> Path:
         return self.run_dir / "scores.csv"
 
     def restore(self, stats: dict[str, Any], frames: int, *, own_logs: bool = False) -> None:
-        """Continue a checkpoint's statistics, frame count and wall time. ``own_logs``: this
-        run directory is the checkpoint's own, whose logs may run past the checkpoint (a
-        run killed after it): what they hold after it is dropped (``drop_logs_after``)."""
-        self.scores.episodes = int(stats["episodes"])
-        self.scores.smoothed, self.scores.best_smoothed = stats["smoothed"], stats["best_smoothed"]
-        self.best_eval = stats["best_eval"]
-        solved = stats.get("eval_solved_at")
-        self.eval_solved_at = None if solved is None else (float(solved[0]), int(solved[1]))
-        self.scores.reached = {
-            k: (float(v[0]), int(v[1])) for k, v in stats.get("reached", {}).items()
-        }
-        self.seconds_before = float(stats["seconds"])
+        """Continue a checkpoint's record and frame count. ``own_logs``: this run directory
+        is the checkpoint's own, whose logs may run past the checkpoint (a run killed after
+        it): what they hold after it is dropped (``drop_logs_after``) once the resumed run
+        has played its first frame. Until then the run writes nothing there (``held``)."""
+        stop_reward = self.plan.preset.run.stop_reward
+        if "record" in stats:
+            record = Record.from_dict(stats["record"])
+        else:
+            record = Record.from_old_stats(stats, stop_reward)
+        record.scores.stop_reward = stop_reward  # a --set given with --resume may change it
+        # this run's choices (a loop's threads, a --set's) over the first start's (auto's)
+        record.choices = {**record.choices, **self.record.choices}
+        self.record = record
         self.frames = frames
         self._window = (time.perf_counter(), frames)
         self.bar.reset(total=self.plan.preset.run.frames)
         self.bar.update(frames)
-        if own_logs:
-            self.drop_logs_after(stats.get("scores_bytes"), frames)
+        self.held = True
+        self._cut = (stats.get("scores_bytes"), frames) if own_logs else None
 
     def drop_logs_after(self, scores_bytes: int | None, frames: int) -> None:
         """Forget what this directory's logs say of the frames after a checkpoint at
@@ -313,8 +396,10 @@ class Tracker:
         it is), and to whole rows; TensorBoard is told to hide this directory's scalars
         past ``frames`` (SummaryWriter's purge_step: those at ``frames`` were logged before
         the checkpoint)."""
-        self.writer.close()
-        self.writer = SummaryWriter(str(self.run_dir), purge_step=frames + 1)
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self._purge_step = frames + 1
         path = self.scores_path
         if scores_bytes is None or not path.is_file():
             return
@@ -343,7 +428,10 @@ class Tracker:
         """Write summary.json and close the bar and TensorBoard, each even if one before it
         fails (a full disk); the first error is raised after."""
         first: Exception | None = None
-        for step in (self.write_summary, self.bar.close, self.writer.close):
+        steps = [self.write_summary, self.bar.close]
+        if self._writer is not None:
+            steps.append(self._writer.close)
+        for step in steps:
             try:
                 step()
             except Exception as err:

@@ -147,7 +147,7 @@ def test_a_resumed_run_has_the_saved_learner_stats_and_rng_states(tmp_path, pres
     first.tracker.advance(96)
     scores = first.tracker.scores  # as if games had been played
     scores.episodes, scores.smoothed, scores.best_smoothed = 5, -20.0, -19.5
-    first.tracker.best_eval = -18.0
+    first.tracker.record.best_eval = -18.0
     first.rng.random(10)
     torch.rand(3)
     first.checkpoint()
@@ -156,7 +156,8 @@ def test_a_resumed_run_has_the_saved_learner_stats_and_rng_states(tmp_path, pres
     first.tracker.close()
     first.lock.release()
     saved_stats = load_checkpoint(tmp_path / "a" / "checkpoint.pt").stats
-    assert saved_stats["episodes"] == 5 and saved_stats["best_eval"] == -18.0
+    saved_record = saved_stats["record"]
+    assert saved_record["scores"]["episodes"] == 5 and saved_record["best_eval"] == -18.0
     torch.manual_seed(123)  # the resumed run must set it back, not keep this
     second = Run(plan, tmp_path / "b", resume=str(tmp_path / "a" / "checkpoint.pt"))
     try:
@@ -169,7 +170,8 @@ def test_a_resumed_run_has_the_saved_learner_stats_and_rng_states(tmp_path, pres
         assert_same(saved_learner, second.learner.state_dict(), "learner")
         stats = second.tracker.stats()
         # the wall time goes on from the saved one; everything else is as saved
-        assert stats.pop("seconds") >= saved_stats.pop("seconds") > 0
+        record = stats["record"]
+        assert record.pop("seconds_before") >= saved_record.pop("seconds_before") > 0
         assert_same(saved_stats, stats, "stats")
         assert second.rng.bit_generator.state == saved_numpy
         assert torch.equal(torch.get_rng_state(), saved_torch)

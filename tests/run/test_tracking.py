@@ -40,13 +40,14 @@ def tracker_at(tmp_path, **run):
     sets = [f"run.{k}={v}" for k, v in run.items()]
     preset = load_preset("pong-pqn", sets)
     plan = Plan(preset, {"stages": []}, "pong", (4, 42, 42), 6, torch.device("cpu"))
+    tmp_path.mkdir(parents=True, exist_ok=True)  # as Run makes it
     return Tracker(plan, tmp_path)
 
 
 def test_the_greedy_solve_is_the_first_evaluation_at_the_stop_reward(tmp_path):
     tracker = tracker_at(tmp_path, stop_reward=18.0)
     assert tracker.evaluated(17.9, 100_000, 60.0), "the first is the best so far"
-    assert tracker.eval_solved_at is None, "17.9 is short of 18"
+    assert tracker.record.eval_solved_at is None, "17.9 is short of 18"
     tracker.evaluated(18.5, 200_000, 120.0, cpu_seconds=3.0)
     tracker.evaluated(19.0, 300_000, 180.0)
     tracker.frames = 320_000
@@ -59,7 +60,7 @@ def test_the_greedy_solve_is_the_first_evaluation_at_the_stop_reward(tmp_path):
     # a resumed run keeps it
     again = tracker_at(tmp_path / "resumed", stop_reward=18.0)
     again.restore(tracker.stats(), 320_000)
-    assert again.eval_solved_at == (120.0, 200_000)
+    assert again.record.eval_solved_at == (120.0, 200_000)
     tracker.close()
     again.close()
 
@@ -156,3 +157,110 @@ def test_a_run_resumed_elsewhere_or_from_an_older_checkpoint_leaves_scores_alone
     older.restore(stats, 0, own_logs=True)
     older.close()
     assert (tmp_path / "scores.csv").read_text() == text
+
+
+def through_a_checkpoint(stats: dict) -> dict:
+    """``stats`` as a resume reads them back: torch.save, then a weights_only load."""
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(stats, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
+def test_a_resume_keeps_everything_the_summary_tells_of_the_runs_past(tmp_path):
+    import dataclasses
+
+    from atari_speed.run.tracking import Record
+
+    first = tracker_at(tmp_path / "first", stop_reward=-20.5)
+    first.note_choices(why=["auto: 8 envs"], actor_pids=[7])
+    first.start -= 100.0  # the clock moves on by 100 s: FPS is not over microseconds
+    first.advance(400)
+    first.game(Game(-21.0, 400))
+    first.learning_started()
+    first.start -= 100.0
+    first.advance(600)
+    first.game(Game(21.0, 600))  # smoothed -20.16: solved
+    first.evaluated(-20.8, 800, 60.0, cpu_seconds=5.0)
+    first.evaluated(-20.4, 1000, 90.0)  # the greedy solve
+    first.evaluated(-20.45, 1000, 95.0)  # the last greedy score is not the best
+    again = tracker_at(tmp_path / "again", stop_reward=-20.5)
+    again.restore(through_a_checkpoint(first.stats()), first.frames)
+    before, after = first.summary(), again.summary()
+    for key in ("seconds", "fps", "fps_after_warmup"):  # the clock ran on in between
+        assert after.pop(key) == pytest.approx(before.pop(key), rel=1e-3), key
+    assert after == before
+    assert after["evaluations"][0] == {
+        "frames": 800,
+        "seconds": 60.0,
+        "reward": -20.8,
+        "cpu_seconds": 5.0,
+    }
+    assert after["last_reward"] == 21.0 and after["eval_reward"] == -20.45
+    assert after["choices"] == {"why": ["auto: 8 envs"], "actor_pids": [7]}
+    # The test sets every field of the record: a field added to Record without a line
+    # here fails, rather than goes untested.
+    unset = Record(Scores(-20.5))
+    for f in dataclasses.fields(Record):
+        assert getattr(again.record, f.name) != getattr(unset, f.name), f.name
+    for f in dataclasses.fields(Scores):
+        if f.name != "stop_reward":
+            assert getattr(again.record.scores, f.name) != getattr(unset.scores, f.name), f.name
+    first.close()
+    again.close()
+
+
+def test_a_checkpoint_from_before_the_record_still_resumes_what_it_carried(tmp_path):
+    old = {
+        "episodes": 3,
+        "smoothed": -20.5,
+        "best_smoothed": -20.0,
+        "best_eval": -19.0,
+        "eval_solved_at": [30.0, 900],
+        "seconds": 40.0,
+        "reached": {"-15": [20.0, 600]},
+        "scores_bytes": 0,
+    }
+    tracker = tracker_at(tmp_path, stop_reward=-15.0)
+    tracker.restore(old, 1000)
+    s = tracker.summary()
+    assert (s["episodes"], s["avg_reward"], s["best_avg_reward"]) == (3, -20.5, -20.0)
+    assert s["best_eval_reward"] == -19.0 and s["eval_solved_at_frames"] == 900
+    assert s["solved"] and s["solved_at_frames"] == 600 and s["seconds"] >= 40.0
+    tracker.close()
+
+
+def test_a_resume_that_fails_before_playing_leaves_its_directory_as_it_found_it(tmp_path):
+    first = tracker_at(tmp_path)
+    for frames, score in ((100, -21), (200, -20), (300, -19)):
+        first.advance(100)
+        first.game(Game(score, 50))
+        first.log(epsilon=0.5, loss=None, buffer_fill=1.0)
+        if frames == 200:
+            stats = first.stats()  # what a checkpoint at 200 frames holds
+    first.close()
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert "scores.csv" in files and "summary.json" in files
+    # A resume whose envs then fail to start (a missing ROM, a full disk, a bad --set):
+    # its loop notes its choices, finish() checkpoints and closes; not one frame played.
+    failed = tracker_at(tmp_path)
+    failed.restore(stats, 200, own_logs=True)
+    failed.note_choices(replay_restored=0)
+    failed.log(epsilon=0.5, loss=None, buffer_fill=1.0)
+    checkpoint = failed.stats()
+    failed.close()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == files
+    # Its checkpoint still says where scores.csv stood at 200 frames, not where it ends.
+    assert checkpoint["scores_bytes"] == stats["scores_bytes"]
+    # The next resume plays, and only then are the rows past 200 frames dropped.
+    resumed = tracker_at(tmp_path)
+    resumed.restore(checkpoint, 200, own_logs=True)
+    assert (tmp_path / "scores.csv").read_bytes() == files["scores.csv"]
+    resumed.advance(50)
+    rows = (tmp_path / "scores.csv").read_text().splitlines()
+    assert [row.split(",")[1] for row in rows[1:]] == ["100", "200"]
+    resumed.close()
