@@ -11,8 +11,8 @@ from atari_speed.app.auto import Machine, choose, needs_choice
 from atari_speed.core.config import ConfigError, load_preset
 from tests.scripts import train_here
 
-# The classic pipeline has no-ops, so the ale backend starts its games as the others do.
-AUTO = ["run.mode='auto'", "run.envs='auto'", "env.backend='auto'", "env.pipeline='classic'"]
+# maxpool84 starts games as ALE does, so the ale backend plays it as the others do.
+AUTO = ["run.mode='auto'", "run.envs='auto'", "env.backend='auto'", "env.pipeline='maxpool84'"]
 
 
 def machine(cores=2, gpu=None, update_ms=30.0, **steps) -> Machine:
@@ -85,11 +85,14 @@ def test_parallel_never_gets_the_subprocess_backend():
 
 
 def test_ale_is_not_chosen_where_it_would_start_games_at_another_frame():
-    # The book pipeline has FireReset and no no-ops: ALE's one-frame FIRE would train an
-    # agent on another frame phase than play.py shows it.
+    # The book pipeline has FireReset, which ALE cannot play: its one-frame FIRE would
+    # train an agent on another frame phase than play.py shows it.
     chosen, choices = choose(load_preset("pong-nenv", AUTO[:3]), machine(cores=2))
     assert chosen.env.backend == "subprocess"  # the fastest of the rest
-    assert "env backend ale: not chosen: FireReset without NoopReset" in choices["why"][1]
+    assert (
+        "env backend ale: not chosen: pipeline 'book' on the ale backend: stage 3 "
+        "(FireReset): ALE cannot press FIRE" in choices["why"][1]
+    )
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from atari_speed import make_vector_env, resolve_pipeline
-from atari_speed.envs.ale import fire_after_life_loss
+from atari_speed.envs.ale import after_life_action
 from atari_speed.envs.pipeline import quiet_ale
+from atari_speed.envs.wrappers import FIRE, NOOP
 
 
 def action_set(game: str) -> list:
@@ -24,8 +25,8 @@ def action_set(game: str) -> list:
 def test_breakout_played_with_noops_only_still_loses_every_life(backend):
     # Breakout holds the ball after a lost life until FIRE: an agent that never presses it
     # would stall the game until its 108,000-frame limit. The pipeline backends press FIRE
-    # in FireReset after EpisodicLife's reset; ALE fires only at a game's start, so its
-    # backend presses it in the agent's place.
+    # in EpisodicLife's reset; ALE fires only at a game's start, so its backend presses it
+    # in the agent's place.
     env = make_vector_env("small-maxpool", "breakout", 2, backend=backend, seed=0)
     life_ends = np.zeros(2, dtype=int)
     finished: dict[int, int] = {}
@@ -64,17 +65,17 @@ def test_a_finished_game_reports_its_unclipped_score(backend):
 
 
 @pytest.mark.parametrize(
-    ("pipeline", "game", "fires"),
+    ("pipeline", "game", "played"),
     [
-        ("small-maxpool", "breakout", True),
-        ("classic", "qbert", True),
-        ("small", "pong", True),  # no lives: never a lost life to fire after
-        ("small-maxpool", "ms_pacman", False),  # action 1 is UP: no FIRE to press
-        ({"stages": [{"wrapper": "FireReset"}]}, "breakout", False),  # lives don't end
+        ("small-maxpool", "breakout", FIRE),
+        ("small", "pong", FIRE),  # no lives: never a lost life to fire after
+        ("small-maxpool", "ms_pacman", NOOP),  # action 1 is UP: no FIRE to press
+        ({"stages": [{"wrapper": "EpisodicLife"}]}, "breakout", NOOP),  # after_life = "noop"
+        ({"stages": [{"wrapper": "FireReset"}]}, "breakout", None),  # lives don't end
     ],
 )
-def test_ale_fires_after_a_lost_life_as_the_pipeline_would(pipeline, game, fires):
-    assert fire_after_life_loss(resolve_pipeline(pipeline), action_set(game)) is fires
+def test_ale_plays_after_a_lost_life_what_the_pipeline_would(pipeline, game, played):
+    assert after_life_action(resolve_pipeline(pipeline), action_set(game)) == played
 
 
 @pytest.mark.parametrize("plain_name", ["small-maxpool", "maxpool84"])  # atari-fast, atari-84

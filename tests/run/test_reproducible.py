@@ -15,6 +15,7 @@ from tests.scripts import run_script, train_here
 RUNS = {
     "DQN, ale backend": [
         "--preset", "pong-nenv", "--envs", "4", "--frames", "250", "--set", "env.backend='ale'",
+        "--set", "env.pipeline='maxpool84'",  # ALE cannot play the book's FireReset
         "--set", "replay.initial=200", "--set", "replay.size=2000",
     ],
     "DQN, subprocess backend": [
