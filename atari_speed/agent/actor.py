@@ -19,6 +19,7 @@ from torch import nn
 
 from atari_speed.agent.policy import act
 from atari_speed.core.timing import Profiler
+from atari_speed.envs.ale import PLAYED
 from atari_speed.envs.vector import VectorEnv
 
 
@@ -108,8 +109,11 @@ class Actor:
             self.obs, rewards, terminated, truncated, infos = self.venv.step(actions)
         with prof.section("replay add"):
             final = infos.get("final_obs") if truncated.any() else None
+            # The ale backend plays the step after a lost life itself (EpisodicLife's NOOP
+            # or FIRE): the transition is of the action played, not of the one chosen.
+            played = infos.get(PLAYED, actions)
             sink.commit(
-                actions, rewards, terminated, truncated=truncated, final_obs=final, cols=self.cols
+                played, rewards, terminated, truncated=truncated, final_obs=final, cols=self.cols
             )
         return finished_games(infos)
 

@@ -136,3 +136,44 @@ def test_actor_keeps_the_values_it_chose_by_in_a_rollout():
         expected = [net(torch.from_numpy(obs)).max(dim=1).values.numpy() for obs in seen[1:]]
     assert rollout.values[1:] == pytest.approx(np.stack(expected))
     assert rollout.acted_values() == pytest.approx(np.stack(expected))
+
+
+class Recorder:
+    """A sink that keeps what it was given."""
+
+    def __init__(self) -> None:
+        self.commits: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def put_obs(self, obs, cols=slice(None), values=None) -> None:
+        pass
+
+    def commit(self, actions, rewards, terminated, *, truncated=None, final_obs=None, cols=None):
+        self.commits.append((np.array(actions), np.array(terminated)))
+
+
+def test_the_step_the_ale_backend_plays_after_a_lost_life_is_recorded_as_played():
+    # After a lost life in Breakout the ale backend presses FIRE in place of the agent's
+    # action (EpisodicLife's after_life = "fire"): the transition must say FIRE, or the
+    # agent learns that its action launched the ball.
+    from atari_speed import make_vector_env
+    from atari_speed.envs.wrappers import FIRE
+
+    venv = make_vector_env("small-maxpool", "breakout", 2, backend="ale")
+    sink = Recorder()
+    actor = Actor(
+        venv, TinyQ(), sink, slice(None), 0, np.random.default_rng(0), torch.device("cpu"),
+        Profiler(),
+    )  # fmt: skip
+    games = []
+    while len(games) < 2:
+        games += actor.step(epsilon=1.0)  # random actions: FIRE only 1 time in 4
+    actor.close()
+    after_loss = [
+        sink.commits[t + 1][0][e]
+        for t in range(len(sink.commits) - 1)
+        for e in range(2)
+        if sink.commits[t][1][e]  # a lost life, or a game's end (then a new game's step)
+    ]
+    assert len(after_loss) >= 8
+    lives_lost = len(after_loss) - len(games)
+    assert sum(a == FIRE for a in after_loss) >= lives_lost, after_loss
