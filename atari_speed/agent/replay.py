@@ -175,9 +175,37 @@ class FrameReplay:
         The actor's ``values`` are not kept: DQN's targets come from the target network at
         sample time."""
         c = self.frame_shape[0]
-        rows = self.written[cols] % self.rows
         columns = np.arange(self.num_envs)[cols]
+        if self.k > 1 and self.pending_first[cols].any():
+            self._continue_stacks(obs, columns)
+        rows = self.written[cols] % self.rows
         self.frames[rows, columns] = obs[:, -c:]
+
+    def _continue_stacks(self, obs: np.ndarray, columns: np.ndarray) -> None:
+        """Where an episode starts but the observation's stack goes on from the last one
+        (a lost life with FrameStack's ``keep_across_lives``, and always on the ale
+        backend), the new episode's states must be rebuilt from the frames before it, not
+        zeros, or learning sees other states than the actor acted on. On ale the frame
+        before is the last row's; on the pipeline backends the lost life's final frame
+        comes between, and is written here as a tail row (never a transition), as for a
+        truncation. A stack that starts afresh (older frames zero) starts with zeros."""
+        c = self.frame_shape[0]
+        for i in np.flatnonzero(self.pending_first[columns]):
+            e, w = columns[i], int(self.written[columns[i]])
+            older = obs[i, :-c]
+            if w == 0 or not older.any():
+                continue
+            last = self.frames[(w - 1) % self.rows, e]
+            if np.array_equal(obs[i, -2 * c : -c], last):
+                self.pending_first[e] = False
+            elif self.k > 2 and np.array_equal(obs[i, -3 * c : -2 * c], last):
+                at = w % self.rows
+                self.frames[at, e] = obs[i, -2 * c : -c]
+                self.actions[at, e], self.rewards[at, e] = 0, 0.0
+                self.ends[at, e] = self.terminal[at, e] = self.tail[at, e] = True
+                self.first[at, e] = False
+                self.written[e] += 1  # last: the tail row is complete before it is seen
+                self.pending_first[e] = False
 
     def commit(
         self,

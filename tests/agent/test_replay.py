@@ -402,3 +402,35 @@ def test_end_open_episodes_of_a_long_game_bootstraps_its_second_last_row_from_it
     assert replay.rewards[:3, 0].tolist() == [1.0, 1.0, 0.0]
     assert not replay.ends[:3, 1].any() and not replay.tail[:, 1].any()
     assert replay.pending_first.tolist() == [True, False]
+
+
+def stack(*frames: int) -> np.ndarray:
+    """One observation of 1x1 frames, oldest first."""
+    return np.array(frames, np.uint8).reshape(1, len(frames), 1, 1)
+
+
+@pytest.mark.parametrize("backend", ["sync", "ale"])
+def test_states_after_a_lost_life_are_the_stacks_the_actor_saw(backend):
+    # With FrameStack's keep_across_lives (and always on ale) the stack goes on across a
+    # lost life: the next episode's first states hold the frames before it, not zeros.
+    # The pipeline backends' reset after the loss returns the final frame (9) and the one
+    # after it (10) in one stack; ale returns the final frame as the next observation.
+    replay = FrameReplay(64, 1, (1, 1, 1), 4, n_steps=1, gamma=0.5)
+    seen = [stack(0, 0, 0, 5), stack(0, 0, 5, 6), stack(0, 5, 6, 7), stack(5, 6, 7, 8)]
+    if backend == "sync":
+        seen += [stack(7, 8, 9, 10), stack(8, 9, 10, 11), stack(9, 10, 11, 12)]
+    else:
+        seen += [stack(6, 7, 8, 9), stack(7, 8, 9, 10), stack(8, 9, 10, 11)]
+    lost = 3  # the step from seen[3] loses a life
+    for t, obs in enumerate(seen):
+        replay.put_obs(obs)
+        replay.commit(np.array([t % 3]), np.zeros(1, np.float32), np.array([t == lost]))
+    states = {}
+    for seed in range(20):
+        batch = replay.sample(8, np.random.default_rng(seed))
+        for b in range(8):
+            states[int(batch.states[b, -1, 0, 0])] = batch.states[b].ravel().tolist()
+            if int(batch.states[b, -1, 0, 0]) == 8:
+                assert batch.discounts[b] == 0.0, "a lost life still ends the return"
+    for obs in seen[: len(seen) - 1]:  # the last row has no next state yet
+        assert states[int(obs[0, -1, 0, 0])] == obs.ravel().tolist()
