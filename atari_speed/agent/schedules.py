@@ -26,6 +26,23 @@ def epsilon_at(explore: ExploreConfig, frames: int) -> float:
     return explore.epsilon_start + fraction * (explore.epsilon_final - explore.epsilon_start)
 
 
+def lr_factor(preset: Preset, frames: int, smoothed: float | None) -> float:
+    """PQN's learning rate over its start (0..1), two schedules multiplied: linear in
+    frames to 0 at ``pqn.lr_decay_frames`` (``run.frames`` where that is 0; none without
+    ``pqn.lr_decay``), and linear in
+    the smoothed training score from 1 at ``pqn.lr_score_from`` to ``pqn.lr_at_stop`` at
+    ``run.stop_reward``. The second follows the score both ways: an agent that has learnt
+    the game stops moving, and one that slips back gets its learning rate back."""
+    pqn = preset.pqn
+    horizon = pqn.lr_decay_frames or preset.run.frames
+    by_frames = max(1.0 - frames / horizon, 0.0) if pqn.lr_decay else 1.0
+    if smoothed is None or pqn.lr_at_stop >= 1.0:
+        return by_frames
+    span = preset.run.stop_reward - pqn.lr_score_from
+    way = min(max((smoothed - pqn.lr_score_from) / span, 0.0), 1.0)
+    return by_frames * (1.0 - way * (1.0 - pqn.lr_at_stop))
+
+
 def actor_epsilon(explore: ExploreConfig, index: int, actors: int) -> float | None:
     """Actor ``index``'s fixed epsilon (Ape-X's spread), or None to follow the schedule."""
     base = explore.actor_base

@@ -202,6 +202,20 @@ class PQNConfig:
         0,
         low=0,
     )
+    lr_at_stop: float = doc(
+        "the learning rate's factor once the smoothed training score reaches run.stop_reward, "
+        "falling linearly from 1 at pqn.lr_score_from (times the decay over frames): a policy "
+        "that has learnt the game stops moving, and one that slips back learns faster again; "
+        "1 = the score does not set it",
+        1.0,
+        low=0.0,
+        high=1.0,
+    )
+    lr_score_from: float = doc(
+        "the smoothed training score from which the learning rate falls towards "
+        "pqn.lr_at_stop; below run.stop_reward",
+        0.0,
+    )
 
 
 @dataclass(frozen=True)

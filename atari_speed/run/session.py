@@ -23,7 +23,7 @@ from atari_speed.agent.learning import Learning, make_learner
 from atari_speed.agent.networks import build_network
 from atari_speed.agent.replay import FrameReplay
 from atari_speed.agent.rollout import RolloutStore
-from atari_speed.agent.schedules import UpdateSchedule, epsilon_at
+from atari_speed.agent.schedules import UpdateSchedule, epsilon_at, lr_factor
 from atari_speed.core.errors import ConfigError
 from atari_speed.core.timing import Profiler
 from atari_speed.envs.pipeline import resolve_game
@@ -96,10 +96,9 @@ class Run:
         return self.tracker.frames
 
     def decay_progress(self) -> float:
-        """How far PQN's learning rate has decayed (0..1): frames over pqn.lr_decay_frames,
-        or over run.frames where that is 0."""
-        horizon = self.preset.pqn.lr_decay_frames or self.preset.run.frames
-        return self.frames / horizon
+        """How far PQN's learning rate has decayed (0..1): it is its start times (1 - this),
+        the schedules of ``lr_factor`` (frames, and the smoothed training score)."""
+        return 1.0 - lr_factor(self.preset, self.frames, self.tracker.scores.smoothed)
 
     @property
     def epsilon(self) -> float:

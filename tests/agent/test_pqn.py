@@ -250,22 +250,23 @@ def test_every_transition_is_trained_on_once_per_epoch_with_its_own_target(chann
     assert seen[:32] != seen[32:64], "each epoch shuffles anew"
 
 
-@pytest.mark.parametrize(("lr_decay", "progress", "lr"), [(False, 0.5, 0.1), (True, 1.5, 0.0)])
-def test_learning_rate_is_kept_without_decay_and_never_negative(lr_decay, progress, lr):
-    pqn = hand_set(lr_decay=lr_decay, epochs=1, minibatches=1)
+@pytest.mark.parametrize(("progress", "lr"), [(0.0, 0.1), (0.5, 0.05), (1.5, 0.0)])
+def test_learning_rate_follows_the_decay_given_and_is_never_negative(progress, lr):
+    # whether it decays, and with what, is schedules.lr_factor's (tests/agent/test_schedules.py)
+    pqn = hand_set(epochs=1, minibatches=1)
     rollout = RolloutStore(1, 1, (1, 1, 1))
     rollout.put_obs(np.zeros((1, 1, 1, 1), np.uint8))
     rollout.commit(np.ones(1), np.zeros(1), np.array([True]))
     rollout.finish(np.zeros((1, 1, 1, 1), np.uint8))
     pqn.learn(rollout, progress, np.random.default_rng(0))
-    assert pqn.optimizer.param_groups[0]["lr"] == lr
+    assert pqn.optimizer.param_groups[0]["lr"] == pytest.approx(lr)
 
 
 def test_the_update_phases_are_timed_under_their_report_names():
     pqn = learner(epochs=2, minibatches=4)
     pqn.prof = Profiler(enabled=True)
     pqn.learn(filled_rollout(), 0.0, np.random.default_rng(0))
-    assert pqn.prof.calls == {"returns": 1, "host-to-device copy": 8, "sgd step": 8}
+    assert pqn.prof.calls == {"returns": 1, "host-to-device copy": 1, "sgd step": 8}
 
 
 @pytest.mark.parametrize("bf16", [False, True])

@@ -10,6 +10,7 @@ from atari_speed.agent.schedules import (
     UpdateSchedule,
     actor_epsilon,
     epsilon_at,
+    lr_factor,
     update_schedule,
 )
 from atari_speed.core.config import ExploreConfig, load_preset
@@ -21,6 +22,23 @@ def test_epsilon_decays_linearly_then_stays():
     assert epsilon_at(explore, 500) == pytest.approx(0.55)
     assert epsilon_at(explore, 1000) == pytest.approx(0.1)
     assert epsilon_at(explore, 10**9) == pytest.approx(0.1)
+
+
+def test_learning_rate_follows_frames_and_the_smoothed_score():
+    preset = load_preset(
+        "pong-fast",
+        ["run.frames=1000", "run.stop_reward=18.0", "pqn.lr_at_stop=0.2", "pqn.lr_score_from=0.0"],
+    )
+    assert lr_factor(preset, 0, None) == 1.0  # no game yet: frames alone
+    assert lr_factor(preset, 250, -20.0) == pytest.approx(0.75)  # below lr_score_from
+    assert lr_factor(preset, 0, 9.0) == pytest.approx(0.6)  # half way to stop_reward
+    assert lr_factor(preset, 500, 9.0) == pytest.approx(0.3)  # the two multiply
+    assert lr_factor(preset, 0, 30.0) == pytest.approx(0.2)  # never below lr_at_stop
+    assert lr_factor(preset, 2000, 0.0) == 0.0  # past the frame horizon
+    flat = load_preset("pong-fast", ["pqn.lr_decay=false", "pqn.lr_at_stop=0.2"])
+    assert lr_factor(flat, 10**9, 9.0) == pytest.approx(0.6)  # the score's part alone
+    off = load_preset("pong-fast", ["run.frames=1000"])
+    assert lr_factor(off, 500, 17.0) == pytest.approx(0.5)  # lr_at_stop 1: score ignored
 
 
 def test_per_actor_fixed_epsilons():
