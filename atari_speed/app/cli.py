@@ -22,6 +22,7 @@ from atari_speed.core.config import (
 from atari_speed.core.errors import ConfigError, DiskFullError, WorkerError, disk_full_cause
 
 PRESET_NAMES = [p.stem for p in PRESET_DIR.glob("*.toml")]
+DEFAULT_PRESET = "pong-fast"
 TRAIN_EPILOG = """\
 presets: names in presets/ ({presets}),
 or a path to a TOML file. Every field below can be set with --set section.key=value
@@ -33,7 +34,9 @@ kill included), replay.npz (DQN's replay, on exit) and best.pt (the best model s
 --resume continues frames, epsilon, optimizer, statistics and RNG from a checkpoint.pt,
 and the replay from the replay.npz beside it, so it trains on at once (without one it
 refills the replay first, and says so; PQN keeps no replay; baseline mode's ptan buffer
-is refilled).
+is refilled). It goes on with the checkpoint's preset as resolved at the run's first
+start (auto is not run again) and in the checkpoint's directory; --run-dir, and any
+flag or --set given with it, change that, in one line.
 
 preset fields:
 """
@@ -48,8 +51,8 @@ def train_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--preset",
-        default="pong-fast",
-        help="preset name in presets/ or a TOML path (default: pong-fast)",
+        help=f"preset name in presets/ or a TOML path (default: {DEFAULT_PRESET}; with "
+        "--resume: the checkpoint's)",
     )
     parser.add_argument(
         "--game",
@@ -195,6 +198,7 @@ def quiet_disk_full_in_threads() -> None:
 
 def train_main(argv: list[str] | None = None) -> int:
     args = train_parser().parse_args(argv)
+    named, args.preset = args.preset, args.preset or DEFAULT_PRESET
     quiet_disk_full_in_threads()
     flags = {
         "game": "env.game",
@@ -229,11 +233,15 @@ def train_main(argv: list[str] | None = None) -> int:
             resolve_game(args.game)  # one line naming close games, before any calibration
         if args.check:
             return check_main(args.preset, overrides)
-        variants = with_seeds(args, load_variants(args.preset, overrides), overrides)
-        if variants or args.concurrent:
-            runs = variants or [(args.preset, load_preset(args.preset, overrides))]
-            return _ablation(args, runs, tasks_on)
-        summary = _train(load_preset(args.preset, overrides), args)
+        if args.resume and not (args.seeds or args.concurrent):
+            preset, run_dir = _resumed(args, overrides, named)
+        else:
+            variants = with_seeds(args, load_variants(args.preset, overrides), overrides)
+            if variants or args.concurrent:
+                runs = variants or [(args.preset, load_preset(args.preset, overrides))]
+                return _ablation(args, runs, tasks_on)
+            preset, run_dir = load_preset(args.preset, overrides), args.run_dir
+        summary = _train(preset, run_dir, args.resume)
     except ConfigError as err:
         print(f"train.py: error: {err}", file=sys.stderr)
         return 2
@@ -256,13 +264,26 @@ def train_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _train(preset: Preset, args: argparse.Namespace) -> dict[str, Any]:
-    """Fill in the preset's auto fields (calibrating, if it has any), then train."""
+def _resumed(
+    args: argparse.Namespace, overrides: list[str], named: str | None
+) -> tuple[Preset, Path]:
+    """The preset --resume goes on with (the checkpoint's, changed by ``overrides``; said
+    in one line) and the run's directory: the checkpoint's, unless --run-dir says another."""
+    from atari_speed.app.resume import resumed_preset
+
+    preset, line = resumed_preset(args.resume, overrides, named)
+    print(line, flush=True)
+    return preset, args.run_dir or Path(args.resume).parent
+
+
+def _train(preset: Preset, run_dir: Path | None, resume: str | None) -> dict[str, Any]:
+    """Fill in the preset's auto fields (calibrating, if it has any: a resumed preset has
+    none unless a --set gives one), then train."""
     from atari_speed.app.auto import resolve
     from atari_speed.run.training import train
 
     preset, choices = resolve(preset)
-    return train(preset, args.run_dir, args.resume, choices=choices)
+    return train(preset, run_dir, resume, choices=choices)
 
 
 def _print_profile(summary: dict[str, Any]) -> None:

@@ -147,6 +147,29 @@ def test_resumed_in_its_own_directory_its_curve_does_not_run_twice(nenv_run, tmp
     RunDirLock(run_dir).acquire().release()  # the run let go of its directory on the way out
 
 
+def test_a_bare_resume_goes_on_with_its_checkpoints_preset_in_its_directory(
+    nenv_run, tmp_path, monkeypatch
+):
+    # The README's `train.py --resume <run dir>/checkpoint.pt`: no --preset (pong-fast's
+    # auto would calibrate again), no --run-dir (a new directory under runs/).
+    run_dir = tmp_path / "run"
+    shutil.copytree(nenv_run, run_dir)
+    monkeypatch.chdir(tmp_path)  # where a default run directory would be made
+    checkpoint = run_dir / "checkpoint.pt"
+    out = train_here("--resume", str(checkpoint), "--frames", "900")
+    assert out.returncode == 0, out.stderr
+    assert (
+        f"--resume: {checkpoint}: pong-nenv as resolved at its start (n-env, 3 envs, sync "
+        "backend, fp32, 600 frames), changed by what was given with --resume: run.frames "
+        "600 -> 900\n"
+    ) in out.stdout
+    assert "auto configuration" not in out.stdout and not (tmp_path / "runs").exists()
+    first = load_checkpoint(nenv_run / "checkpoint.pt").preset
+    s = summary(run_dir)
+    assert s["frames"] == 900 and s["preset"] == {**first, "run": {**first["run"], "frames": 900}}
+    assert s["envs"] == 3 and s["precision"] == "fp32"
+
+
 def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
     out = train_here(
         "--preset", "pong-nenv", "--frames", "600", "--run-dir", str(tmp_path), "--profile", *TINY
