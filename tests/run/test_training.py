@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from atari_speed.agent.actor import Game
 from atari_speed.run.checkpoint import load_checkpoint
 from atari_speed.run.lock import RunDirLock
+from atari_speed.run.tracking import Scores
 from tests.scripts import (
     assert_no_shm_left,
     run_script,
@@ -168,6 +170,58 @@ def test_a_bare_resume_goes_on_with_its_checkpoints_preset_in_its_directory(
     s = summary(run_dir)
     assert s["frames"] == 900 and s["preset"] == {**first, "run": {**first["run"], "frames": 900}}
     assert s["envs"] == 3 and s["precision"] == "fp32"
+
+
+def test_a_run_killed_and_resumed_in_place_is_one_run(tmp_path):
+    # Killed with SIGKILL twice (no checkpoint on the way out: the last periodic one is
+    # resumed), each time resumed in place with a bare --resume; then it runs to its end.
+    # Breakout played at random: its games end within a few hundred frames of each env.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = ["--preset", "pong-nenv", "--game", "breakout", "--envs", "8", *TINY]
+    args += ["--set", "dqn.batch_size=32", "--set", "dqn.train_every=8"]
+    args += ["--set", "explore.epsilon_final=1.0", "--set", "run.checkpoint_every=600"]
+    args += ["--set", "eval.every=1200", "--set", "eval.episodes=1"]
+    checkpoint = str(tmp_path / "checkpoint.pt")
+    starts = [
+        [*args, "--frames", "4800", "--run-dir", str(tmp_path)],
+        ["--resume", checkpoint],
+    ]
+    first_preset = None
+    for kill_at, start in zip((1500, 3700), starts, strict=True):
+        proc = start_training(*start)
+        try:
+            wait_until_training(proc, tmp_path, frames=kill_at)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=60)
+        first_preset = first_preset or load_checkpoint(checkpoint).preset
+    # the evaluations the last checkpoint holds (the one at 2400 frames, finished by 3600)
+    kept = load_checkpoint(checkpoint).stats["record"]["evaluations"]
+    assert kept
+    out = train("--resume", checkpoint)
+    assert out.returncode == 0, out.stderr
+    s = summary(tmp_path)
+    assert s["evaluations"][: len(kept)] == kept
+    assert s["frames"] >= 4800 and s["preset"] == first_preset, "the first start's preset"
+    assert (s["envs"], s["precision"], s["mode"]) == (8, "fp32", "n-env")
+    evaluations = [e["frames"] for e in s["evaluations"]]
+    assert evaluations == sorted(set(evaluations)), "every evaluation once"
+    rows = (tmp_path / "scores.csv").read_text().splitlines()
+    assert rows[0] == "seconds,frames,score,smoothed"
+    table = [row.split(",") for row in rows[1:]]
+    frames = [int(row[1]) for row in table]
+    assert frames == sorted(frames), "no row of a replayed stretch left behind"
+    assert len(frames) == s["episodes"] > 0, "every game counted has its row"
+    # Each row's smoothed score follows from the row before: a stretch logged twice, or a
+    # row lost, would break the chain (two games can end on one step with equal rows).
+    replayed = Scores(stop_reward=18.0)
+    for seconds, _, score, logged in table:
+        replayed.add(Game(float(score), 0), 0.0, 0)
+        assert float(logged) == pytest.approx(replayed.smoothed, abs=1e-4), f"row at {seconds} s"
+    events = EventAccumulator(str(tmp_path), purge_orphaned_data=True).Reload()
+    steps = [e.step for e in events.Scalars("episode/reward")]
+    assert steps == frames, "TensorBoard's games are scores.csv's, forward only"
 
 
 def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
