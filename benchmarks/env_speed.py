@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,8 +26,9 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from atari_speed import make_env, make_vector_env, resolve_game
+from atari_speed import make_env, make_vector_env, resolve_game, resolve_pipeline
 from atari_speed.core.timing import StageTimer
+from atari_speed.envs.ale import ale_start_differs
 from atari_speed.envs.imaging import IMAGE_BACKENDS
 
 PIPELINES = ("book", "classic", "fast")
@@ -115,6 +117,10 @@ def configs(args: argparse.Namespace) -> list[Config]:
                         lambda s=spec, b=backend: make_vector_env(s, game, args.envs, backend=b),
                     )
                 )
+        refused = ale_start_differs(resolve_pipeline(pipeline))
+        if refused:  # ALE would play other game starts than the pipeline names
+            print(f"{pipeline}: no ale row: {refused}", file=sys.stderr)
+            continue
         rows.append(
             Config(
                 f"{pipeline}/ale-native/ale",
@@ -131,7 +137,6 @@ def configs(args: argparse.Namespace) -> list[Config]:
 
 
 def _with_image(pipeline: str, image: str) -> dict[str, Any]:
-    from atari_speed import resolve_pipeline
 
     resolved = resolve_pipeline(pipeline)
     resolved["image_backend"] = image

@@ -4,8 +4,9 @@ and how big the file is, for replays of Pong frames.
     uv run benchmarks/replay_save.py                       # 100k and 1M transitions
     uv run benchmarks/replay_save.py --sizes 100000 --reps 3
 
-The replay is filled with real frames of the book pipeline (84x84, 4-frame stacks), 8
-envs stepped with random actions on the ale backend (a trained agent's frames compress
+The replay is filled with real frames of the maxpool84 pipeline (84x84, 4-frame stacks,
+as the book's; ALE's game start, which the ale backend plays), 8 envs stepped with random
+actions on the ale backend (a trained agent's frames compress
 about alike: the background is the same). A 1M replay takes 7 GB of memory. Each size
 reports the median of ``--reps`` saves and loads into a fresh buffer, with the file's
 size and its ratio to the raw arrays.
@@ -34,7 +35,7 @@ ENVS = 8
 
 def filled(size: int) -> FrameReplay:
     """A replay of ``size`` transitions of Pong, played at random."""
-    venv = make_vector_env("book", "pong", ENVS, backend="ale", seed=0)
+    venv = make_vector_env("maxpool84", "pong", ENVS, backend="ale", seed=0)
     shape = venv.single_observation_space.shape
     replay = FrameReplay(size, ENVS, (1, *shape[1:]), shape[0])
     rng = np.random.default_rng(0)

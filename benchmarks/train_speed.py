@@ -51,13 +51,17 @@ ROWS: dict[str, list[str]] = {
     "baseline, channels-last learner": CL,
     "n-env, 4 envs, channels-last learner": ["--mode", "n-env", "--envs", "4", *CL],
     "parallel, 1 actor x 4 envs, channels-last learner": ["--mode", "parallel", "--envs", "4", *CL],
-    "n-env, 8 envs, ale backend, channels-last learner": [
+    # ale cannot play the book's game start (classic no-ops, FireReset): this row plays
+    # maxpool84, the book's 84x84 max-pooled frames from ALE's start
+    "n-env, 8 envs, ale backend (maxpool84), channels-last learner": [
         "--mode",
         "n-env",
         "--envs",
         "8",
         "--set",
         "env.backend='ale'",
+        "--set",
+        "env.pipeline='maxpool84'",
         *CL,
     ],
 }
