@@ -1,21 +1,27 @@
 """The generated tables of README.md and the docs, from the files that hold their facts.
 
-    uv run benchmarks/results_table.py           # rewrite every generated block
-    uv run benchmarks/results_table.py --check   # exit 1 if a block is stale (tests do this)
+    uv run tools/results_table.py           # rewrite every generated block
+    uv run tools/results_table.py --check   # exit 1 if a block is stale (tests do this)
 
 A generated block sits between ``<!-- generated:NAME -->`` and ``<!-- /generated -->``;
 everything between the two lines is replaced. The names:
 
-- ``results``: one row per run set of docs/results.json marked ``summary`` (date, CPU,
-  preset and recipe, seeds, how many solved, minutes and frames to solve, play.py's greedy
-  score), each linking its section of docs/results.md;
+- ``results``: today's presets only: one row per Pong run set of docs/results.json marked
+  ``current``, and one per run of its ``atari`` list marked ``current`` (10M emulator
+  frames, beside Dopamine's DQN and Rainbow), each linking its section of docs/results.md;
+- ``pong-minutes``: one sentence per current Pong run set: how long pong-fast took to solve
+  Pong on that kind of machine;
+- ``history``: one row per Pong run set marked ``summary`` but not ``current`` (superseded
+  recipes, for docs/results.md's history section);
 - ``set:ID``: the per-seed table of run set ID of docs/results.json;
 - ``presets``: one row per presets/*.toml, its values read through the preset loader and
   its summary from the file's first comment line;
 - ``preset:NAME``: every field presets/NAME.toml sets, its value and its documentation.
 
 To add a run, append it to its set's ``runs`` in docs/results.json (or add a set, and a
-``set:ID`` block with its command in docs/results.md), then run this script.
+``set:ID`` block with its command in docs/results.md), then run this script. When a recipe
+changes, set the old sets' ``current`` to false: their rows move from the README to the
+history table.
 """
 
 from __future__ import annotations
@@ -42,8 +48,13 @@ DOCS = {  # file -> how it links to docs/results.md's sections
 BLOCK = re.compile(r"(<!-- generated:(\S+) -->\n)(.*?)(<!-- /generated -->)", re.DOTALL)
 
 
+def load_data(path: Path = RESULTS) -> dict[str, Any]:
+    """docs/results.json as a whole: ``sets`` (Pong), ``atari`` and the baselines."""
+    return json.loads(path.read_text())
+
+
 def load_results(path: Path = RESULTS) -> list[dict[str, Any]]:
-    return json.loads(path.read_text())["sets"]
+    return load_data(path)["sets"]
 
 
 def _frames(frames: float | None) -> str:
@@ -63,27 +74,109 @@ def _signed(score: float) -> str:
     return f"{score:+.1f}"
 
 
+def _span(values: list[float], fmt: str) -> str:
+    """``a to b`` over ``values`` (one value: itself)."""
+    low, high = format(min(values), fmt), format(max(values), fmt)
+    return low if low == high else f"{low} to {high}"
+
+
+def _game(name: str) -> str:
+    return "".join(word.capitalize() for word in name.split("_"))
+
+
+def _number(value: float) -> str:
+    """A score as the docs write it: thousands with commas, the decimals the file holds."""
+    return f"{value:,}"
+
+
+def today_table(data: dict[str, Any], link: str) -> str:
+    """Today's presets: Pong's current run sets, then the current Atari runs."""
+    lines = [
+        "| preset | game | CPU (2 cores), precision | seeds | result | `play.py`, greedy "
+        "| minutes | Dopamine at 10M frames: DQN / Rainbow | details |",
+        "|---|---|---|---|---|---:|---:|---:|---|",
+    ]
+    for s in (s for s in data["sets"] if s.get("current")):
+        runs = s["runs"]
+        solved = [r for r in runs if r.get("to_18") is not None]
+        greedy = [r["greedy"] for r in runs if r.get("greedy") is not None]
+        result = f"solved in {len(solved)} of {len(runs)}"
+        if solved:
+            result += f", at {_span([r['frames'] / 1e6 for r in solved], '.2f')}M agent steps"
+        cells = [
+            f"`{s['preset']}`",
+            "Pong",
+            f"{s['cpu_short']}, {s['precision']}",
+            ", ".join(str(r["seed"]) for r in runs),
+            result,
+            _span(greedy, ".1f") if greedy else "not run",
+            f"{_span([r['to_18'] for r in solved], '.1f')} to solve" if solved else "",
+            "",
+            f"[{s['id']}]({link}#{s['id']})",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    dopamine = data.get("dopamine_10m", {})
+    for r in (r for r in data.get("atari", []) if r.get("current")):
+        greedy = _number(r["greedy"]) + (f" ({r['greedy_note']})" if r.get("greedy_note") else "")
+        baseline = dopamine.get(r["game"])
+        cells = [
+            f"`{r['preset']}`",
+            _game(r["game"]) + (", **sticky actions (like for like)**" if r["sticky"] else ""),
+            f"{r['cpu_short']}, {r['precision']}",
+            ", ".join(map(str, r["seeds"])),
+            f"{_number(r['last100'])}",
+            greedy,
+            ("~" if r["minutes_approx"] else "") + f"{r['minutes']}",
+            " / ".join(_number(v) for v in baseline) if baseline else "",
+            f"[{r['details']}]({link}#{r['details']})",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    estimate = data.get("atari5")
+    if estimate:
+        lines.append("")
+        lines.append(
+            "Atari-5 estimate of the 57-game median human-normalised score, from the training "
+            "scores above (no sticky actions): "
+            + ", ".join(f"{name} {value}%" for name, value in estimate.items())
+            + "."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def pong_minutes(data: dict[str, Any]) -> str:
+    """One sentence per current Pong run set: how long pong-fast took on that machine."""
+    lines = []
+    for s in (s for s in data["sets"] if s.get("current")):
+        solved = [r for r in s["runs"] if r.get("to_18") is not None]
+        cores = "" if s["cores"] == 2 else f", {s['cores']} cores"
+        lines.append(
+            f"- {s['cpu_short']}{cores} ({s['precision']}): `{s['preset']}` solved Pong in "
+            f"{_span([r['to_18'] for r in solved], '.1f')} minutes "
+            f"({len(solved)} of {len(s['runs'])} seeds, {s['date']})."
+        )
+    return "\n".join(lines) + "\n"
+
+
 def summary_table(sets: list[dict[str, Any]], link: str) -> str:
-    """One row per run set marked ``summary``, in the file's order."""
+    """One row per run set marked ``summary`` and not ``current``, in the file's order."""
     lines = [
         "| date | CPU (2 cores unless said), precision | preset: recipe | seeds "
         "| solved | minutes to solve | frames to solve | best smoothed, not solved "
         "| `play.py`, greedy | details |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for s in (s for s in sets if s.get("summary")):
+    for s in (s for s in sets if s.get("summary") and not s.get("current")):
         runs = s["runs"]
         solved = [r for r in runs if r.get("to_18") is not None]
         others = [r for r in runs if r.get("to_18") is None]
         cpu = s["cpu_short"] + ("" if s["cores"] == 2 else f", {s['cores']} cores")
-        mark = " **(now)**" if s.get("current") else ""
         lines.append(
             "| "
             + " | ".join(
                 [
                     s["date"],
                     f"{cpu}, {s['precision']}",
-                    f"`{s['preset']}`{mark}: {s['recipe']}",
+                    f"`{s['preset']}`: {s['recipe']}",
                     ", ".join(str(r["seed"]) for r in runs),
                     f"{len(solved)} of {len(runs)} in {s['cap']}",
                     ", ".join(f"s{r['seed']}: {r['to_18']:.1f}" for r in solved),
@@ -178,9 +271,14 @@ def preset_fields(name: str, preset_dir: Path = PRESET_DIR) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(name: str, sets: list[dict[str, Any]], link: str, preset_dir: Path) -> str:
+def render(name: str, data: dict[str, Any], link: str, preset_dir: Path) -> str:
     """The text of the block called ``name``."""
+    sets = data["sets"]
     if name == "results":
+        return today_table(data, link)
+    if name == "pong-minutes":
+        return pong_minutes(data)
+    if name == "history":
         return summary_table(sets, link)
     if name == "presets":
         return preset_table(preset_dir)
@@ -195,21 +293,19 @@ def render(name: str, sets: list[dict[str, Any]], link: str, preset_dir: Path) -
     raise ValueError(f"unknown generated block {name!r}")
 
 
-def regenerate(
-    text: str, sets: list[dict[str, Any]], link: str, preset_dir: Path = PRESET_DIR
-) -> str:
-    """``text`` with every generated block rewritten."""
-    return BLOCK.sub(lambda m: m[1] + render(m[2], sets, link, preset_dir) + m[4], text)
+def regenerate(text: str, data: dict[str, Any], link: str, preset_dir: Path = PRESET_DIR) -> str:
+    """``text`` with every generated block rewritten from ``data`` (docs/results.json)."""
+    return BLOCK.sub(lambda m: m[1] + render(m[2], data, link, preset_dir) + m[4], text)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report stale blocks")
     args = parser.parse_args(argv)
-    sets, stale = load_results(), []
+    data, stale = load_data(), []
     for path, link in DOCS.items():
         text = path.read_text()
-        new = regenerate(text, sets, link)
+        new = regenerate(text, data, link)
         if new != text:
             stale.append(path.relative_to(ROOT))
             if not args.check:
