@@ -206,3 +206,52 @@ def test_a_broken_anchor_is_caught(tmp_path):
 def test_the_readme_is_a_front_door():
     # the guide stays short: figures live in the generated table and docs/results.md
     assert len((ROOT / "README.md").read_text().splitlines()) <= 170
+
+
+# -- a preset's comments state only numbers its fields hold ------------------------------
+
+# (pattern, what the preset's values make of it): a claim in a comment, and its field
+CLAIMS = [
+    (r"(\d+) envs\b", lambda p: p.run.envs),
+    (r"\bx (\d+) steps\b", lambda p: p.pqn.rollout),
+    (r"(\d+) epochs\b", lambda p: p.pqn.epochs),
+    (r"(\d+) minibatches\b", lambda p: p.pqn.minibatches),
+    (r"minibatches of (\d+)\b", lambda p: p.run.envs * p.pqn.rollout // p.pqn.minibatches),
+    (r"([\d.]+)M emulator frames\b", lambda p: p.run.frames * 4 / 1e6),
+    (r"([\d.]+)M agent steps\b", lambda p: p.run.frames / 1e6),
+    (r"every (\d+)k frames\b", lambda p: p.eval.every / 1e3),
+]
+CHECKED = ["pong-fast", "atari-fast", "atari-84", "pong-pqn"]
+
+
+def _comment_contradictions(path: Path) -> list[str]:
+    """Each number a preset's comments claim (envs, rollout steps, epochs, minibatches and
+    their size, budgets) that its loaded values contradict, as 'claim: the preset has N'."""
+    from atari_speed.core.config import load_preset
+
+    preset = load_preset(path)
+    comments = " ".join(
+        line.split("#", 1)[1] for line in path.read_text().splitlines() if "#" in line
+    )
+    comments = re.sub(r"\s+", " ", comments)
+    wrong = []
+    for pattern, value in CLAIMS:
+        for match in re.finditer(pattern, comments):
+            if float(match[1]) != float(value(preset)):
+                wrong.append(f"{match[0]!r}: the preset has {value(preset):g}")
+    return wrong
+
+
+@pytest.mark.parametrize("name", CHECKED)
+def test_a_preset_comment_states_only_what_its_fields_hold(name):
+    # fails when a value changes and the comment describing it does not (atari-fast's
+    # comment once called 2 epochs "pong-fast's recipe" after pong-fast went to 4)
+    assert _comment_contradictions(ROOT / "presets" / f"{name}.toml") == []
+
+
+def test_a_stale_preset_comment_is_caught(tmp_path):
+    path = tmp_path / "atari-84.toml"
+    text = (ROOT / "presets/atari-84.toml").read_text()
+    path.write_text(re.sub(r"(?m)^epochs = 2$", "epochs = 4", text))
+    wrong = _comment_contradictions(path)
+    assert wrong and all("epochs" in w for w in wrong), wrong

@@ -187,9 +187,10 @@ class DQNConfig:
 
 @dataclass(frozen=True)
 class PQNConfig:
-    rollout: int = doc("steps of every env per rollout (dqn.algorithm = pqn)", 64, low=1)
+    # The defaults are pong-fast's, so `train.py --help` shows a recipe that solved Pong.
+    rollout: int = doc("steps of every env per rollout (dqn.algorithm = pqn)", 32, low=1)
     epochs: int = doc("passes of SGD over each rollout", 4, low=1)
-    minibatches: int = doc("minibatches per epoch; envs x rollout must divide by it", 4, low=1)
+    minibatches: int = doc("minibatches per epoch; envs x rollout must divide by it", 16, low=1)
     q_lambda: float = doc(
         "lambda of the Q(lambda) returns: 0 = 1-step, 1 = Monte Carlo", 0.65, low=0.0, high=1.0
     )

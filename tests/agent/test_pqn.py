@@ -106,7 +106,7 @@ def test_learning_rate_decays_linearly_with_progress():
 
 def test_channels_last_is_the_same_math_in_another_layout():
     rollout = filled_rollout()
-    plain, last = learner(), learner(channels_last=True)
+    plain, last = learner(minibatches=4), learner(minibatches=4, channels_last=True)
     conv = last.net.conv[0].weight
     assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
     for pqn in (plain, last):
