@@ -9,8 +9,8 @@ greedy mean of play.json (written by `uv run play.py <run>/best.pt --episodes 10
 and both scores human-normalised. When the five Atari-5 games are among the runs, it
 ends with their estimate of the median human-normalised score over the 57 games, from
 each of the two scores. Beside each run are Dopamine's DQN and Rainbow at 10M frames
-(their mean training return over 5 seeds at iteration 9; benchmarks/dopamine_at.py prints
-them from google/dopamine's data), and the table ends with how many games each run's
+(their mean training return over 5 seeds at iteration 9, read from google/dopamine's data
+by a retired script: docs/log/benchmarks.md), and the table ends with how many games each run's
 training score is ahead of them, and their own Atari-5 estimates (a game given by more
 than one run counts once, by the last; a line on stderr says so). `--png-dir DIR` also
 draws each run's smoothed training score against frames, as DIR/<game>.png;
@@ -58,9 +58,9 @@ ATARI5 = {
 }
 
 # game: (DQN, Rainbow), Dopamine's mean training return over 5 seeds at iteration 9 (the
-# one ending at 10M frames), from `benchmarks/dopamine_at.py` on google/dopamine at
-# 5873f54 (docs/atari.md, "The published baselines at 10M frames"). Sticky actions:
-# not atari-fast's protocol (docs/atari.md says where they differ).
+# one ending at 10M frames), read from google/dopamine's data at 5873f54 by the retired
+# dopamine_at.py (docs/log/benchmarks.md; docs/atari.md, "The published baselines at 10M
+# frames"). Sticky actions: not atari-fast's protocol (docs/atari.md says where they differ).
 DOPAMINE_10M = {
     "breakout": (21.5, 41.9),
     "battle_zone": (3598.5, 20209.1),

@@ -27,6 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from atari_speed import make_env, make_vector_env, resolve_game, resolve_pipeline
+from atari_speed.app.auto import cpu_info
 from atari_speed.core.timing import StageTimer
 from atari_speed.envs.ale import ale_start_differs
 from atari_speed.envs.imaging import IMAGE_BACKENDS
@@ -194,12 +195,7 @@ def stage_shares(args: argparse.Namespace, steps: int) -> list[dict[str, Any]]:
 def machine() -> str:
     import torch  # only for the thread count users will see in training
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_info()[0] or platform.processor() or platform.machine()
     return f"{cpu}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}"
 
 
