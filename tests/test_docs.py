@@ -255,3 +255,11 @@ def test_a_stale_preset_comment_is_caught(tmp_path):
     path.write_text(re.sub(r"(?m)^epochs = 2$", "epochs = 4", text))
     wrong = _comment_contradictions(path)
     assert wrong and all("epochs" in w for w in wrong), wrong
+
+
+@pytest.mark.parametrize("path", FRONT, ids=lambda p: p.name)
+def test_no_doc_outside_the_log_refers_to_an_issue(path):
+    # fails on "issue 42" or "the issue's target": a doc says what is, the dated record of
+    # what was asked and when lives in docs/log/
+    found = re.findall(r"(?i)\bissues? #?\d+|\bthe issue\b|\bissue's\b", path.read_text())
+    assert found == []
