@@ -143,7 +143,7 @@ def today_table(data: dict[str, Any], link: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def pong_minutes(data: dict[str, Any]) -> str:
+def pong_minutes(data: dict[str, Any], link: str) -> str:
     """One sentence per current Pong run set: how long pong-fast took on that machine."""
     lines = []
     for s in (s for s in data["sets"] if s.get("current")):
@@ -152,8 +152,10 @@ def pong_minutes(data: dict[str, Any]) -> str:
         lines.append(
             f"- {s['cpu_short']}{cores} ({s['precision']}): `{s['preset']}` solved Pong in "
             f"{_span([r['to_18'] for r in solved], '.1f')} minutes "
-            f"({len(solved)} of {len(s['runs'])} seeds, {s['date']})."
+            f"({len(solved)} of {len(s['runs'])} seeds, {s['date']}: "
+            f"[{s['id']}]({link}#{s['id']}))."
         )
+    lines.append("- Any other kind of machine has not run today's pong-fast yet.")
     return "\n".join(lines) + "\n"
 
 
@@ -277,7 +279,7 @@ def render(name: str, data: dict[str, Any], link: str, preset_dir: Path) -> str:
     if name == "results":
         return today_table(data, link)
     if name == "pong-minutes":
-        return pong_minutes(data)
+        return pong_minutes(data, link)
     if name == "history":
         return summary_table(sets, link)
     if name == "presets":
