@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import csv
 import json
 import math
 import sys
 from pathlib import Path
 
-from atari_speed.app.ablation import plot_scores
+from atari_speed.app.ablation import plot_scores, read_scores
 
 # game: (random, human), Atari-Human.csv of maitchison/Atari-5 ("Random", "Human").
 REFERENCE = {
@@ -88,14 +87,12 @@ def atari5_median(normalised_scores: dict[str, float]) -> float:
 
 
 def last_games(run: Path, n: int = 100) -> list[float]:
-    with (run / "scores.csv").open() as f:
-        return [float(row["score"]) for row in csv.DictReader(f)][-n:]
+    return [float(score) for score in read_scores(run)[-n:, 2]]
 
 
 def smoothed_curve(run: Path) -> list[tuple[int, float]]:
     """(agent steps, smoothed training score) at the end of each game, in order."""
-    with (run / "scores.csv").open() as f:
-        return [(int(game["frames"]), float(game["smoothed"])) for game in csv.DictReader(f)]
+    return [(int(frames), float(smoothed)) for _, frames, _, smoothed in read_scores(run)]
 
 
 def smoothed_at(curve: list[tuple[int, float]], steps: int) -> float | None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from atari_speed.app.ablation import markdown, plot_curves, row, with_deltas
+from atari_speed.app.ablation import markdown, plot_curves, read_scores, row, with_deltas
 
 
 def curve_at(
@@ -29,7 +29,7 @@ def curve_at(
     """(mark, frames, smoothed score) of the last game finished by each mark, in seconds
     (column 0 of scores.csv) or frames (column 1); None before the first game and past the
     run's end."""
-    data = np.loadtxt(run_dir / "scores.csv", delimiter=",", skiprows=1, ndmin=2)
+    data = read_scores(run_dir)
     points: list[tuple[float, int, float] | None] = []
     for m in marks:
         before = data[data[:, column] <= m]

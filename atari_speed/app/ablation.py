@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,18 @@ def markdown(title: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+SCORE_COLUMNS = ("seconds", "frames", "score", "smoothed")  # scores.csv's, in order
+
+
+def read_scores(run_dir: Path) -> np.ndarray:
+    """A run's scores.csv as an array, one row a game, columns ``SCORE_COLUMNS`` (frames
+    are agent steps); shape (0, 4) before its first game."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a header alone: no game yet
+        data = np.loadtxt(run_dir / "scores.csv", delimiter=",", skiprows=1, ndmin=2)
+    return data.reshape(-1, len(SCORE_COLUMNS))
+
+
 def save_figure(fig: Any, path: Path) -> None:
     """Lay out, write to a temp file, rename (a reader never sees half a PNG), close."""
     import matplotlib.pyplot as plt
@@ -182,7 +195,7 @@ def plot_scores(
         log = run_dir / "scores.csv"
         if not log.is_file():
             continue
-        data = np.loadtxt(log, delimiter=",", skiprows=1, ndmin=2)
+        data = read_scores(run_dir)
         if len(data):
             ax.plot(data[:, column] / scale, data[:, 3], label=label)
     if line_at is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from atari_speed.app.ablation import markdown, with_deltas
+from atari_speed.app.ablation import SCORE_COLUMNS, markdown, read_scores, with_deltas
 from atari_speed.core.config import ConfigError, load_variants
 from tests.scripts import run_script, train_here
 
@@ -168,3 +168,13 @@ def test_seeds_at_once_as_ray_tasks_each_on_its_own_core(tmp_path):
     for r in table["rows"]:
         summary = json.loads((Path(r["run_dir"]) / "summary.json").read_text())
         assert summary["frames"] == 64 and summary["torch_threads"] == share
+
+
+def test_read_scores_gives_one_row_a_game_in_the_file_columns(tmp_path):
+    # the one reader of scores.csv that plots, atari5.py and solve_report.py share: a
+    # header alone is no game (not a warning and a 1-column array), and columns stay put
+    (tmp_path / "scores.csv").write_text(",".join(SCORE_COLUMNS) + "\n")
+    assert read_scores(tmp_path).shape == (0, 4)
+    with (tmp_path / "scores.csv").open("a") as f:
+        f.write("1.5,128,-21,-21.0\n2.5,384,-19,-20.96\n")
+    assert read_scores(tmp_path).tolist() == [[1.5, 128, -21, -21.0], [2.5, 384, -19, -20.96]]
