@@ -146,7 +146,7 @@ def ale_options(pipeline: dict[str, Any]) -> dict[str, Any]:
     FIRE) or FireReset's FIRE and action 2 after them, and its frame stack goes on across
     a lost life (FrameStack's ``keep_across_lives``). Starting games elsewhere is not a
     detail: pong-fast trained on ALE's start scored +12.8 there and -15.2 from FireReset's
-    (benchmarks/frame_phase.py).
+    (docs/log/benchmarks.md: frame_phase.py).
     """
     stages = {s["wrapper"]: s for s in pipeline["stages"]}
     names = [s["wrapper"] for s in pipeline["stages"]]
