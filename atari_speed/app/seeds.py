@@ -49,6 +49,9 @@ class SeedResult:
     best_smoothed: float | None
     play: float | None  # best.pt's mean over the greedy games of play.py
     stop: str = "18"  # the stop reward, as reached's keys spell it
+    # the lowest evaluation from the greedy solve on (it included): whether the agent
+    # stayed solved once it could play the game; None without a greedy solve
+    greedy_low: float | None = None
 
     @property
     def solve_frames(self) -> float:
@@ -66,6 +69,10 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
     reached = summary.get("reached", {})
     play_path = run_dir / "play.json"
     play = json.loads(play_path.read_text())["mean"] if play_path.is_file() else None
+    greedy = summary.get("eval_solved_at_frames")
+    after = [
+        e["reward"] for e in summary.get("evaluations", []) if greedy and e["frames"] >= greedy
+    ]
     return SeedResult(
         seed=seed,
         run_dir=str(run_dir),
@@ -74,10 +81,11 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
         fps=float(summary.get("fps_after_warmup") or summary["fps"]),
         to_frames={k: int(v["frames"]) for k, v in reached.items()},
         to_seconds={k: float(v["seconds"]) for k, v in reached.items()},
-        greedy_frames=summary.get("eval_solved_at_frames"),
+        greedy_frames=greedy,
         best_smoothed=summary.get("best_avg_reward"),
         play=play,
         stop=f"{summary['preset']['run']['stop_reward']:g}",
+        greedy_low=min(after) if after else None,
     )
 
 
@@ -108,6 +116,15 @@ def level_frames(result: SeedResult, level: str) -> float:
     return float(result.to_frames[level]) if level in result.to_frames else math.inf
 
 
+def greedy_gap(result: SeedResult) -> float | None:
+    """Frames from the greedy solve to the book's (the smoothed training score's); infinite
+    where the greedy agent solved and the training score did not; None without a greedy
+    solve."""
+    if result.greedy_frames is None:
+        return None
+    return result.solve_frames - result.greedy_frames
+
+
 def _frames(value: float, ran: int | None = None) -> str:
     if math.isinf(value):
         return "not solved" if ran is None else f"not by {ran / 1e6:.2f}M"
@@ -129,7 +146,8 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
     stop = results[0].stop
     levels = (*LEVELS, stop)
     head = [f"frames to {lv}" for lv in levels] + [f"min to {lv}" for lv in levels]
-    head += ["greedy solve", "FPS", "best smoothed", "play.py"]
+    head += ["greedy solve", "greedy low after", "greedy to book's", "FPS", "best smoothed"]
+    head += ["play.py"]
     lines = ["| seed | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
 
     def cells(frames: list[float], fps: float | None, rest: list[str], ran: int | None) -> str:
@@ -140,26 +158,37 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         fps = fps_alone or r.fps
         frames = [level_frames(r, lv) for lv in levels]
         greedy = "" if r.greedy_frames is None else _frames(r.greedy_frames)
+        low = "" if r.greedy_low is None else f"{r.greedy_low:+.1f}"
+        gap = greedy_gap(r)
+        gap_cell = "" if gap is None else _frames(gap, r.frames - (r.greedy_frames or 0))
         best = "" if r.best_smoothed is None else f"{r.best_smoothed:+.1f}"
         play = "" if r.play is None else f"{r.play:.1f}"
-        rest = [greedy, f"{r.fps:,.0f}", best, play]
+        rest = [greedy, low, gap_cell, f"{r.fps:,.0f}", best, play]
         lines.append(f"| {r.seed} | " + cells(frames, fps, rest, r.frames) + " |")
     fps = fps_alone or float(np.median([r.fps for r in results]))
     plays = [r.play for r in results if r.play is not None]
+    lows = [r.greedy_low for r in results if r.greedy_low is not None]
+    gaps = [g for g in map(greedy_gap, results) if g is not None]
     for name, pick in (("median", median), ("worst", max)):
         frames = [pick([level_frames(r, lv) for r in results]) for lv in levels]
-        play = ""
+        play = low = gap = ""
         if plays:
             play = f"{(float(np.median(plays)) if name == 'median' else min(plays)):.1f}"
-        lines.append(f"| **{name}** | " + cells(frames, fps, ["", "", "", play], None) + " |")
+        if lows:
+            low = f"{(float(np.median(lows)) if name == 'median' else min(lows)):+.1f}"
+        if gaps:
+            gap = _frames(pick(gaps))
+        rest = ["", low, gap, "", "", play]
+        lines.append(f"| **{name}** | " + cells(frames, fps, rest, None) + " |")
     solved = sum(r.solved for r in results)
     clock = f"{fps_alone:,.0f} FPS measured alone" if fps_alone else "each run's own FPS"
     lines += [
         "",
         f"{solved} of {len(results)} seeds solved (smoothed training score >= {stop}). "
         f"Minutes are frames over {clock}. Greedy solve: the first evaluation (a snapshot's "
-        "greedy games) whose mean reached the stop reward. play.py: best.pt's mean over "
-        "greedy games.",
+        "greedy games) whose mean reached the stop reward; greedy low after: the lowest "
+        "evaluation from it on (did the agent stay solved?); greedy to book's: frames from "
+        "it to the training score's solve. play.py: best.pt's mean over greedy games.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -12,7 +12,9 @@ import pytest
 from atari_speed.app.seeds import finished, lane_cores, median, read_result, report, table
 
 
-def fake_run(path, seed, reached, frames, solved, fps=1000.0, greedy=None, play=None):
+def fake_run(
+    path, seed, reached, frames, solved, fps=1000.0, greedy=None, play=None, evaluations=()
+):
     path.mkdir(parents=True)
     summary = {
         "frames": frames,
@@ -22,6 +24,7 @@ def fake_run(path, seed, reached, frames, solved, fps=1000.0, greedy=None, play=
         "solved": solved,
         "best_avg_reward": 18.2 if solved else 5.0,
         "eval_solved_at_frames": greedy,
+        "evaluations": [{"frames": f, "reward": r} for f, r in evaluations],
         "reached": {k: {"frames": f, "seconds": f / fps} for k, f in reached.items()},
         "preset": {"run": {"stop_reward": 18.0, "frames": 1_500_000, "seconds": 0.0}},
     }
@@ -60,6 +63,26 @@ def test_table_reports_each_seed_then_median_and_worst(tmp_path):
     assert "2 of 3 seeds solved" in text
     assert (tmp_path / "seeds.png").is_file()
     assert json.loads((tmp_path / "seeds.json").read_text())["seeds"][2]["solved"] is False
+
+
+def test_stability_columns_say_whether_the_greedy_agent_stayed_solved(tmp_path):
+    evals = [(600_000, 10.0), (700_000, 19.0), (800_000, 12.5), (900_000, 20.0)]
+    reached = {"-15": 500_000, "0": 600_000, "18": 1_000_000}
+    fake_run(tmp_path / "s0", 0, reached, 1_000_000, True, greedy=700_000, evaluations=evals)
+    fake_run(tmp_path / "s1", 1, reached, 1_000_000, True, greedy=900_000, evaluations=evals)
+    fake_run(
+        tmp_path / "s2", 2, {"0": 600_000}, 1_200_000, False, greedy=800_000, evaluations=evals
+    )
+    results = [read_result(s, tmp_path / f"s{s}") for s in range(3)]
+    # the low counts from the greedy solve on, not the evaluations before it
+    assert [r.greedy_low for r in results] == [12.5, 20.0, 12.5]
+    rows = {line.split("|")[1].strip(): line for line in table(results).splitlines() if "|" in line}
+    cells = {k: [c.strip() for c in v.split("|")] for k, v in rows.items()}
+    assert cells["0"][9:11] == ["+12.5", "0.30M"]
+    assert cells["1"][9:11] == ["+20.0", "0.10M"]
+    assert cells["2"][9:11] == ["+12.5", "not by 0.40M"]  # greedy solved, training did not
+    assert cells["**worst**"][9:11] == ["+12.5", "not solved"]
+    assert cells["**median**"][9:11] == ["+12.5", "0.30M"]
 
 
 def test_fps_alone_sets_the_minutes(tmp_path):
