@@ -204,10 +204,10 @@ class PQNConfig:
         low=0,
     )
     lr_at_stop: float = doc(
-        "the learning rate's factor once the smoothed training score reaches run.stop_reward, "
-        "falling linearly from 1 at pqn.lr_score_from (times the decay over frames): a policy "
-        "that has learnt the game stops moving, and one that slips back learns faster again; "
-        "1 = the score does not set it",
+        "the learning rate falls linearly with the smoothed training score, from its full "
+        "value at pqn.lr_score_from to this factor at run.stop_reward (times the decay over "
+        "frames): an agent that has learnt the game moves less while the training score "
+        "catches up, and one that slips back gets its rate back; 1 = the score does not set it",
         1.0,
         low=0.0,
         high=1.0,
@@ -378,6 +378,12 @@ def _check_pqn(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [pqn] minibatches = {pqn.minibatches} does not divide a rollout of "
             f"{envs} envs{across} x {pqn.rollout} steps = {envs * pqn.rollout} transitions"
+        )
+    if pqn.lr_at_stop < 1.0 and pqn.lr_score_from >= run.stop_reward:
+        raise ConfigError(
+            f"{source}: [pqn] lr_score_from = {pqn.lr_score_from:g} is not below [run] "
+            f"stop_reward = {run.stop_reward:g}: the learning rate falls with the score "
+            "between the two"
         )
 
 

@@ -1,8 +1,8 @@
 """Evaluation beside training: a snapshot of the network plays whole games in a thread.
 
-The games are played side by side on a vector env, one game each, with one batched forward
-pass a step: on a CPU a pass over 10 observations costs about what one costs, so the
-evaluation's cost is mostly the emulators' steps, which the ale backend makes cheap.
+The games are played side by side, one env each, with one batched forward pass a step:
+on a CPU a pass over 10 observations costs about what one costs, so the evaluation's
+cost is mostly the emulators' steps.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 import threading
 import time
 
+import gymnasium as gym
 import numpy as np
 import torch
 
 from atari_speed.agent.networks import build_network
 from atari_speed.agent.policy import act
 from atari_speed.core.config import EvalConfig
-from atari_speed.envs.ale import ale_start_differs
-from atari_speed.envs.vector import VectorEnv, make_vector_env
+from atari_speed.envs.pipeline import make_env
 from atari_speed.run.plan import Plan
 
 
@@ -32,34 +32,31 @@ def evaluating(ev: EvalConfig, best_smoothed: float | None) -> bool:
 
 
 def play_side_by_side(
-    venv: VectorEnv,
+    envs: list[gym.Env],
     net: torch.nn.Module,
     device: torch.device,
     epsilon: float,
     rng: np.random.Generator,
     stop: threading.Event | None = None,
 ) -> list[float]:
-    """One whole game on each of ``venv``'s envs, all stepped together with one batched
-    forward pass a step; each env's first game's unclipped score, in env order. An env
-    whose game is over plays on (its next game is not counted) until the last one ends:
-    a vector env steps all its envs, and the ale backend steps them in C++ at a fraction
-    of the Python pipeline's cost. ``stop`` ends play early, with only the games finished."""
-    obs, _ = venv.reset()
-    scores: list[float | None] = [None] * venv.num_envs
-    actions = int(venv.single_action_space.n)
-    while None in scores and not (stop is not None and stop.is_set()):
-        obs, _, _, _, infos = venv.step(act(net, obs, epsilon, actions, rng, device)[0])
-        if "episode" in infos:
-            for i in np.flatnonzero(infos["_episode"]):
-                if scores[i] is None:
-                    scores[i] = float(infos["episode"]["r"][i])
+    """One whole game on each env, all stepped together; each game's unclipped score, in
+    the order the envs are given. ``stop`` ends play early, with only the games finished."""
+    obs = [np.asarray(env.reset()[0]) for env in envs]
+    scores: list[float | None] = [None] * len(envs)
+    while not (stop is not None and stop.is_set()):
+        playing = [i for i, score in enumerate(scores) if score is None]
+        if not playing:
+            break
+        batch = np.stack([obs[i] for i in playing])
+        actions = act(net, batch, epsilon, envs[0].action_space.n, rng, device)[0]
+        for i, action in zip(playing, actions, strict=True):
+            step_obs, _, terminated, truncated, info = envs[i].step(int(action))
+            if "episode" in info:
+                scores[i] = float(info["episode"]["r"])
+            elif terminated or truncated:  # a life lost: the game goes on (EpisodicLife)
+                step_obs, _ = envs[i].reset()
+            obs[i] = np.asarray(step_obs)
     return [s for s in scores if s is not None]
-
-
-def eval_backend(pipeline: dict) -> str:
-    """The ale backend where it plays the pipeline as the other backends do (its C++
-    envs make an evaluation several times cheaper: docs/pong-fast.md), else sync."""
-    return "sync" if ale_start_differs(pipeline) else "ale"
 
 
 class Evaluation:
@@ -77,28 +74,26 @@ class Evaluation:
         self.stop = threading.Event()
         self.scores: list[float] = []
         self.error: BaseException | None = None
-        self.cpu_seconds = 0.0  # this thread's CPU time (not torch's pool threads, nor ALE's)
+        self.cpu_seconds = 0.0  # this thread's CPU time (not torch's pool threads)
         seed = plan.preset.run.seed + 10_000 + frames
 
         def play() -> None:
             start = time.thread_time()
-            venv: VectorEnv | None = None
+            envs: list[gym.Env] = []
             try:
-                backend = eval_backend(plan.pipeline)
-                # one ALE thread: the evaluation plays beside training, not instead of it
-                threads = {"num_threads": 1} if backend == "ale" else {}
-                venv = make_vector_env(
-                    plan.pipeline, plan.preset.env.game, ev.episodes, backend, seed, **threads
-                )
+                envs = [
+                    make_env(plan.pipeline, plan.preset.env.game, seed=seed + i)
+                    for i in range(ev.episodes)
+                ]
                 rng = np.random.default_rng(seed)
                 self.scores = play_side_by_side(
-                    venv, snapshot, plan.device, ev.epsilon, rng, stop=self.stop
+                    envs, snapshot, plan.device, ev.epsilon, rng, stop=self.stop
                 )
             except BaseException as err:  # reported on the main thread by result()
                 self.error = err
             finally:
-                if venv is not None:
-                    venv.close()
+                for env in envs:
+                    env.close()
                 self.cpu_seconds = time.thread_time() - start
 
         self.thread = threading.Thread(target=play, name="atari-speed-eval", daemon=True)

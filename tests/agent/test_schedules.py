@@ -41,6 +41,29 @@ def test_learning_rate_follows_frames_and_the_smoothed_score():
     assert lr_factor(off, 500, 17.0) == pytest.approx(0.5)  # lr_at_stop 1: score ignored
 
 
+def test_a_score_schedule_must_start_below_the_stop_reward():
+    from atari_speed.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"lr_score_from = 18 is not below .* stop_reward = 18"):
+        load_preset("pong-fast", ["pqn.lr_at_stop=0.2", "pqn.lr_score_from=18.0"])
+    load_preset("pong-fast", ["pqn.lr_score_from=18.0"])  # lr_at_stop 1: the score is unused
+
+
+def test_a_runs_learning_rate_follows_its_smoothed_score():
+    from types import SimpleNamespace
+
+    from atari_speed.run.session import Run
+
+    preset = load_preset("pong-fast", ["pqn.lr_at_stop=0.2", "pqn.lr_score_from=0.0"])
+
+    def run_at(smoothed):
+        scores = SimpleNamespace(smoothed=smoothed)
+        return SimpleNamespace(preset=preset, frames=0, tracker=SimpleNamespace(scores=scores))
+
+    assert Run.decay_progress(run_at(None)) == 0.0
+    assert Run.decay_progress(run_at(9.0)) == pytest.approx(0.4)
+
+
 def test_per_actor_fixed_epsilons():
     spread = ExploreConfig(actor_base=0.4)
     eps = [actor_epsilon(spread, i, 4) for i in range(4)]

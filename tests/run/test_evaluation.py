@@ -8,7 +8,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from atari_speed.envs.stepping import SyncVectorEnv
 from atari_speed.run.evaluation import play_side_by_side
 
 
@@ -32,12 +31,8 @@ class ScriptedGame(gym.Env):
         self.t += 1
         obs = np.full((4, 2, 2), self.t, np.uint8)
         if self.t == self.length:
-            return obs, 0.0, True, False, {"episode": {"r": self.score, "l": self.t, "frames": 0}}
+            return obs, 0.0, True, False, {"episode": {"r": self.score, "l": self.t}}
         return obs, 0.0, self.t == self.life_at, False, {}
-
-
-def side_by_side(envs: list[ScriptedGame]) -> SyncVectorEnv:
-    return SyncVectorEnv([lambda e=e: e for e in envs])
 
 
 class Always(torch.nn.Module):
@@ -56,26 +51,13 @@ class Always(torch.nn.Module):
 def test_each_env_plays_one_whole_game_and_scores_come_in_env_order():
     envs = [ScriptedGame(5, 3.0), ScriptedGame(2, -1.0), ScriptedGame(9, 7.0, life_at=4)]
     rng = np.random.default_rng(0)
-    scores = play_side_by_side(side_by_side(envs), Always(2), torch.device("cpu"), 0.0, rng)
+    scores = play_side_by_side(envs, Always(2), torch.device("cpu"), 0.0, rng)
     assert scores == [3.0, -1.0, 7.0]
-    # all envs step together until the longest game ends, greedy actions only; the games
-    # an env plays after its first (from 2 and 5 steps on) do not count
-    assert [len(e.actions) for e in envs] == [9, 9, 9]
+    # each env stepped to its game's end and no further, greedy actions only
+    assert [len(e.actions) for e in envs] == [5, 2, 9]
     assert all(set(e.actions) == {2} for e in envs)
-    # a lost life resets the env and play goes on: the start, the life, then the game's end
-    assert [e.resets for e in envs] == [2, 2, 3]
-
-
-def test_a_game_after_an_envs_first_does_not_replace_its_score():
-    envs = [ScriptedGame(1, 4.0), ScriptedGame(3, 5.0)]
-    envs[0].step = lambda action, g=envs[0]: (  # every step ends a game scoring t
-        np.zeros((4, 2, 2), np.uint8), 0.0, True, False,
-        {"episode": {"r": float(g.actions.append(action) or len(g.actions)), "l": 1, "frames": 0}},
-    )  # fmt: skip
-    scores = play_side_by_side(
-        side_by_side(envs), Always(0), torch.device("cpu"), 0.0, np.random.default_rng(0)
-    )
-    assert scores == [1.0, 5.0]
+    # the lost life reset the env and play went on: one reset at the start, one after it
+    assert [e.resets for e in envs] == [1, 1, 2]
 
 
 def test_stop_ends_play_with_only_the_games_finished():
@@ -85,12 +67,7 @@ def test_stop_ends_play_with_only_the_games_finished():
     thread = threading.Thread(
         target=lambda: result.extend(
             play_side_by_side(
-                side_by_side(envs),
-                Always(0),
-                torch.device("cpu"),
-                0.0,
-                np.random.default_rng(0),
-                stop,
+                envs, Always(0), torch.device("cpu"), 0.0, np.random.default_rng(0), stop
             )
         )
     )
@@ -111,11 +88,3 @@ def test_evaluations_start_once_the_smoothed_score_reaches_from_reward():
     gated = EvalConfig(every=10, from_reward=-15.0)
     assert not evaluating(gated, None) and not evaluating(gated, -15.5)
     assert evaluating(gated, -15.0) and evaluating(gated, 3.0)
-
-
-def test_evaluations_play_on_ale_where_it_plays_the_pipeline_as_named():
-    from atari_speed.envs.pipeline import resolve_pipeline
-    from atari_speed.run.evaluation import eval_backend
-
-    assert eval_backend(resolve_pipeline("small")) == "ale"  # pong-fast's
-    assert eval_backend(resolve_pipeline("book")) == "sync"  # classic no-ops, FireReset
