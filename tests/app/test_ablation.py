@@ -50,7 +50,7 @@ run.envs = 1
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_ablation_presets_load_every_variant(name):
     variants = load_variants(name)
-    assert len(variants) >= 4
+    assert len(variants) >= 3  # image-backend-ablation's three resize backends, the fewest
     assert len({label for label, _ in variants}) == len(variants)
 
 
