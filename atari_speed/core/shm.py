@@ -2,7 +2,7 @@
 
 Allocating every array of a component in one block, once, is what lets worker processes
 share observations, replay frames and weights while pipes carry only small commands.
-``attach`` opens, in a worker, a block the parent created.
+``attach`` opens, in a worker, a block the parent created; ``create`` makes a named one.
 """
 
 from __future__ import annotations
@@ -32,6 +32,21 @@ def arrays_over(buffer: Any, layout: Layout) -> dict[str, np.ndarray]:
         arrays[name] = np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
         offset += _aligned(int(np.prod(shape)) * np.dtype(dtype).itemsize)
     return arrays
+
+
+def create(name: str, size: int) -> SharedMemory:
+    """A new block called ``name``, unlinking first one of that name that was left behind.
+    The caller vouches that no live process owns the name (a run holds its directory's
+    lock): a block outlives a process killed with its resource tracker (``kill -9`` of a
+    process group), and only the next owner of the name can know it is garbage."""
+    try:
+        return SharedMemory(name=name, create=True, size=size)
+    except FileExistsError:
+        # Attached the ordinary way: registered with the tracker, as unlink unregisters it.
+        stale = SharedMemory(name=name)
+        stale.close()
+        stale.unlink()  # a process that still maps it keeps its pages; the name is free
+        return SharedMemory(name=name, create=True, size=size)
 
 
 def attach(name: str) -> SharedMemory:

@@ -228,7 +228,7 @@ def hear_actors(
 def run_parallel(run: Run) -> None:
     """The learner side of parallel mode: start the actors, learn, stop them on any exit;
     the replay is restored before they start and saved once they have stopped."""
-    shared = Shared.create(shared_spec(run))
+    shared = Shared.create(shared_spec(run), run.run_dir)
     try:
         with run.keep_replay(shared.replay):
             lead = run.schedule.actor_credits(run.plan.total_envs, run.restored)
@@ -268,7 +268,7 @@ def _learn(run: Run, shared: Shared, credits: Any, messages: Any, procs: list[mp
 def run_parallel_pqn(run: Run) -> None:
     """PQN's learner in parallel mode: start the actors, train on each rollout they fill,
     stop them on any exit."""
-    shared = Shared.create(shared_spec(run))
+    shared = Shared.create(shared_spec(run), run.run_dir)
     try:
         messages, procs = start_actors(run, shared, actor_main, (None,))
         try:

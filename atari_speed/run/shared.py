@@ -15,12 +15,14 @@ actor that raises or is killed is reported (``WorkerError`` naming it) within a 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import multiprocessing as mp
 import queue
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.shared_memory import SharedMemory
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,6 +33,7 @@ from atari_speed.agent.rollout import RolloutStore
 from atari_speed.core.errors import WorkerError
 from atari_speed.core.shm import arrays_over, layout_nbytes
 from atari_speed.core.shm import attach as attach_block
+from atari_speed.core.shm import create as create_block
 from atari_speed.envs.vector import quiet_children
 from atari_speed.run.session import Run
 
@@ -123,9 +126,12 @@ class Shared:
         ]
 
     @classmethod
-    def create(cls, spec: SharedSpec) -> Shared:
-        data_shm = SharedMemory(create=True, size=spec.data_nbytes())
-        small_shm = SharedMemory(create=True, size=layout_nbytes(cls.small_layout(spec)))
+    def create(cls, spec: SharedSpec, run_dir: Path) -> Shared:
+        """The blocks of the run in ``run_dir``, named after it: a block of this directory's
+        that a killed run left (its resource tracker killed with it) is unlinked here."""
+        name = "psm_" + hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16]
+        data_shm = create_block(f"{name}_data", spec.data_nbytes())
+        small_shm = create_block(f"{name}_ctl", layout_nbytes(cls.small_layout(spec)))
         named = replace(spec, data_shm=data_shm.name, small_shm=small_shm.name)
         shared = cls(named, data_shm, small_shm, attach=False)
         shared.control[:] = 0

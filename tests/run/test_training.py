@@ -4,6 +4,7 @@ others call its main in this process."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -172,42 +173,77 @@ def test_a_bare_resume_goes_on_with_its_checkpoints_preset_in_its_directory(
     assert s["envs"] == 3 and s["precision"] == "fp32"
 
 
-def test_a_run_killed_and_resumed_in_place_is_one_run(tmp_path):
-    # Killed with SIGKILL twice (no checkpoint on the way out: the last periodic one is
-    # resumed), each time resumed in place with a bare --resume; then it runs to its end.
-    # Breakout played at random: its games end within a few hundred frames of each env.
+# Killed runs: SIGKILL (no checkpoint on the way out: the last periodic one is resumed), each
+# time resumed in place with a bare --resume; then the run goes to its end. Breakout played at
+# random: its games end within a few hundred frames of each env.
+KILLED = [*TINY, "--game", "breakout", "--set", "dqn.batch_size=32"]
+KILLED += ["--set", "dqn.train_every=8", "--set", "explore.epsilon_final=1.0"]
+KILLED += ["--set", "run.checkpoint_every=600", "--set", "eval.every=1200"]
+KILLED += ["--set", "eval.episodes=1", "--frames", "4800"]
+
+
+def running() -> dict[tuple[int, str], int]:
+    """Every process running on this machine (not a zombie: that has exited), as its pid and
+    start time (a pid used again later is another process), with its parent's pid."""
+    procs = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # after the command's closing parenthesis: state, ppid, ... starttime (22nd field)
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            procs[(int(stat.parent.name), fields[19])] = int(fields[1])
+    return procs
+
+
+def descendants(pid: int) -> set[tuple[int, str]]:
+    """Every process under ``pid``: its children, theirs, and so on."""
+    procs, found, parents = running(), set(), {pid}
+    while parents:
+        children = {proc for proc, ppid in procs.items() if ppid in parents} - found
+        found |= children
+        parents = {child for child, _ in children}
+    return found
+
+
+def kill_and_resume(run_dir: Path, start: list[str], kills: list[tuple[int, Callable]]) -> dict:
+    """train.py ``start`` in ``run_dir``, killed by each ``kill(proc)`` once it has trained
+    its frames, resumed in place each time with a bare --resume, then run to its end;
+    asserts that nothing of a killed run is left running, nor its shared memory at the end,
+    and that the end is one run of the first start's preset. The final summary."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    args = ["--preset", "pong-nenv", "--game", "breakout", "--envs", "8", *TINY]
-    args += ["--set", "dqn.batch_size=32", "--set", "dqn.train_every=8"]
-    args += ["--set", "explore.epsilon_final=1.0", "--set", "run.checkpoint_every=600"]
-    args += ["--set", "eval.every=1200", "--set", "eval.episodes=1"]
-    checkpoint = str(tmp_path / "checkpoint.pt")
-    starts = [
-        [*args, "--frames", "4800", "--run-dir", str(tmp_path)],
-        ["--resume", checkpoint],
-    ]
-    first_preset = None
-    for kill_at, start in zip((1500, 3700), starts, strict=True):
-        proc = start_training(*start)
+    checkpoint = str(run_dir / "checkpoint.pt")
+    starts = [[*start, "--run-dir", str(run_dir)]] + [["--resume", checkpoint]] * len(kills)
+    shm_before, first_preset = shm_segments(), None
+    for (kill_at, kill), args in zip(kills, starts, strict=False):
+        proc = start_training(*args)
         try:
-            wait_until_training(proc, tmp_path, frames=kill_at)
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
+            wait_until_training(proc, run_dir, frames=kill_at)
+            spawned = descendants(proc.pid)
+            kill(proc)
             proc.communicate(timeout=60)
+            deadline = time.monotonic() + 10  # an orphan actor waits WAIT s for credits
+            while (left := spawned & running().keys()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        assert not left, f"processes of the killed run left running: {left}"
         first_preset = first_preset or load_checkpoint(checkpoint).preset
-    # the evaluations the last checkpoint holds (the one at 2400 frames, finished by 3600)
+    # the evaluations the last checkpoint holds
     kept = load_checkpoint(checkpoint).stats["record"]["evaluations"]
     assert kept
     out = train("--resume", checkpoint)
     assert out.returncode == 0, out.stderr
-    s = summary(tmp_path)
+    assert_no_shm_left(shm_before, out.stderr)
+    s = summary(run_dir)
     assert s["evaluations"][: len(kept)] == kept
-    assert s["frames"] >= 4800 and s["preset"] == first_preset, "the first start's preset"
-    assert (s["envs"], s["precision"], s["mode"]) == (8, "fp32", "n-env")
+    assert s["frames"] >= first_preset["run"]["frames"] and s["preset"] == first_preset
     evaluations = [e["frames"] for e in s["evaluations"]]
     assert evaluations == sorted(set(evaluations)), "every evaluation once"
-    rows = (tmp_path / "scores.csv").read_text().splitlines()
+    rows = (run_dir / "scores.csv").read_text().splitlines()
     assert rows[0] == "seconds,frames,score,smoothed"
     table = [row.split(",") for row in rows[1:]]
     frames = [int(row[1]) for row in table]
@@ -219,9 +255,33 @@ def test_a_run_killed_and_resumed_in_place_is_one_run(tmp_path):
     for seconds, _, score, logged in table:
         replayed.add(Game(float(score), 0), 0.0, 0)
         assert float(logged) == pytest.approx(replayed.smoothed, abs=1e-4), f"row at {seconds} s"
-    events = EventAccumulator(str(tmp_path), purge_orphaned_data=True).Reload()
+    events = EventAccumulator(str(run_dir), purge_orphaned_data=True).Reload()
     steps = [e.step for e in events.Scalars("episode/reward")]
     assert steps == frames, "TensorBoard's games are scores.csv's, forward only"
+    return s
+
+
+def kill_the_learner(proc: subprocess.Popen) -> None:
+    os.kill(proc.pid, signal.SIGKILL)  # train.py alone, as the OOM killer would
+
+
+def kill_the_group(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)  # every process of the run, its resource tracker too
+
+
+def test_a_run_killed_and_resumed_in_place_is_one_run(tmp_path):
+    start = ["--preset", "pong-nenv", "--envs", "8", *KILLED]
+    # the last checkpoint resumed holds the evaluation at 2400 frames (finished by 3600)
+    s = kill_and_resume(tmp_path, start, [(1500, kill_the_learner), (3700, kill_the_group)])
+    assert (s["envs"], s["precision"], s["mode"]) == (8, "fp32", "n-env")
+
+
+def test_a_parallel_run_killed_and_resumed_in_place_is_one_run(tmp_path):
+    # The actor process must go with the learner, and the run's shared memory with the run.
+    start = ["--preset", "pong-parallel", "--set", "run.actors=1", "--envs", "4", *KILLED]
+    s = kill_and_resume(tmp_path, start, [(1500, kill_the_learner), (3700, kill_the_group)])
+    assert (s["envs"], s["precision"], s["mode"]) == (4, "fp32", "parallel")
+    assert s["choices"]["actors"] == 1
 
 
 def test_profile_covers_the_wall_time_and_changes_no_result(nenv_run, tmp_path):
