@@ -149,9 +149,13 @@ def pong_minutes(data: dict[str, Any], link: str) -> str:
     for s in (s for s in data["sets"] if s.get("current")):
         solved = [r for r in s["runs"] if r.get("to_18") is not None]
         cores = "" if s["cores"] == 2 else f", {s['cores']} cores"
+        took = (
+            f"solved Pong in {_span([r['to_18'] for r in solved], '.1f')} minutes"
+            if solved
+            else f"did not solve Pong within {s['cap']}"
+        )
         lines.append(
-            f"- {s['cpu_short']}{cores} ({s['precision']}): `{s['preset']}` solved Pong in "
-            f"{_span([r['to_18'] for r in solved], '.1f')} minutes "
+            f"- {s['cpu_short']}{cores} ({s['precision']}): `{s['preset']}` {took} "
             f"({len(solved)} of {len(s['runs'])} seeds, {s['date']}: "
             f"[{s['id']}]({link}#{s['id']}))."
         )
