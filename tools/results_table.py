@@ -101,6 +101,8 @@ def today_table(data: dict[str, Any], link: str) -> str:
         solved = [r for r in runs if r.get("to_18") is not None]
         greedy = [r["greedy"] for r in runs if r.get("greedy") is not None]
         result = f"solved in {len(solved)} of {len(runs)}"
+        if len(solved) < len(runs):
+            result += f" within {s['cap']}"
         if solved:
             result += f", at {_span([r['frames'] / 1e6 for r in solved], '.2f')}M agent steps"
         cells = [
