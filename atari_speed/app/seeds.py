@@ -200,10 +200,12 @@ def plot(results: list[SeedResult], title: str, path: Path) -> None:
     plot_scores(title, runs, path, by_frames=True, line_at=line)
 
 
-def lane_cores(lanes: int, cores: int) -> list[list[int]]:
-    """The cores of each lane: an equal share each, at least one."""
-    per = max(cores // lanes, 1)
-    return [[(lane * per + i) % cores for i in range(per)] for lane in range(lanes)]
+def lane_cores(lanes: int, cores: Sequence[int]) -> list[list[int]]:
+    """The cores of each lane, from ``cores`` (the ones this process may run on, so that
+    two seeds.py started under ``taskset`` share the machine): an equal share each, at
+    least one."""
+    per = max(len(cores) // lanes, 1)
+    return [[cores[(lane * per + i) % len(cores)] for i in range(per)] for lane in range(lanes)]
 
 
 def train_command(preset: str, seed: int, run_dir: Path, extra: Sequence[str]) -> list[str]:
@@ -252,7 +254,7 @@ def run_seeds(
             )
         else:
             todo.append((seed, None))
-    cores = lane_cores(lanes, os.cpu_count() or 1)
+    cores = lane_cores(lanes, sorted(os.sched_getaffinity(0)))
     running: dict[int, tuple[subprocess.Popen, int]] = {}  # lane -> (process, seed)
     try:
         while todo or running:

@@ -107,10 +107,11 @@ def test_a_missing_summary_names_the_file(tmp_path):
 
 
 def test_lanes_share_the_cores():
-    assert lane_cores(2, 2) == [[0], [1]]
-    assert lane_cores(1, 4) == [[0, 1, 2, 3]]
-    assert lane_cores(2, 8) == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    assert lane_cores(3, 2) == [[0], [1], [0]]
+    assert lane_cores(2, [0, 1]) == [[0], [1]]
+    assert lane_cores(1, [0, 1, 2, 3]) == [[0, 1, 2, 3]]
+    assert lane_cores(2, list(range(8))) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert lane_cores(3, [0, 1]) == [[0], [1], [0]]
+    assert lane_cores(1, [1]) == [[1]]  # under taskset -c 1: that core, not core 0
 
 
 FAKE_TRAIN = """
