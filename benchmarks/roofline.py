@@ -1,0 +1,229 @@
+"""Where one PQN update's time goes, against what this CPU can do: the CPU's own measured
+matmul throughput (fp32 and bf16) and copy bandwidth, then one update of pong-fast's
+network (``small`` + LayerNorm, 42x42 frames, minibatch 256, channels-last) profiled by
+operator with torch.profiler, in fp32 and under bf16 autocast. Each part's arithmetic is
+counted from the layers' shapes (a conv's backward is two convs' work: the gradients of
+its input and of its weights; the first conv has no input gradient), so the table says
+how far each part runs from the matmul ceiling; parts with no arithmetic to speak of
+(LayerNorm, the optimizer, copies) are bound by memory traffic and overheads instead.
+
+    uv run benchmarks/roofline.py                  # all the cores this process may use
+    taskset -c 0 uv run benchmarks/roofline.py     # one core, as one lane of seeds.py
+
+Run it on an otherwise idle machine: every figure is a median of ``--reps`` windows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+from atari_speed.agent.networks import DQN
+from atari_speed.agent.pqn import QLambdaLearner
+from atari_speed.app.auto import cpu_info
+from atari_speed.core.config import DQNConfig, PQNConfig
+
+SHAPE, ACTIONS, MINIBATCH = (4, 42, 42), 6, 256
+
+# The part each aten op belongs to, by exact name; an op inside the optimizer's step is
+# "optimizer" whatever its name, and an op named nowhere here is "other".
+OPS: dict[str, tuple[str, ...]] = {
+    "conv backward": ("aten::convolution_backward",),
+    "conv forward": ("aten::convolution", "aten::_convolution", "aten::mkldnn_convolution"),
+    "linear (forward and backward)": ("aten::mm", "aten::addmm", "aten::t", "aten::linear"),
+    "LayerNorm (GroupNorm of 1 group on convs)": (
+        "aten::native_layer_norm",
+        "aten::native_layer_norm_backward",
+        "aten::native_group_norm",
+        "aten::native_group_norm_backward",
+    ),
+    "ReLU (forward and backward)": ("aten::relu", "aten::clamp_min", "aten::threshold_backward"),
+    "gradient clip": (
+        "aten::linalg_vector_norm",
+        "aten::stack",
+        "aten::_foreach_norm",
+        "aten::_foreach_mul_",  # outside the optimizer's step: the clip's scaling
+        "aten::clamp",
+    ),
+    "loss and gather": (
+        "aten::mse_loss",
+        "aten::mse_loss_backward",
+        "aten::gather",
+        "aten::gather_backward",
+        "aten::scatter_add_",
+    ),
+    "uint8 to float, casts, copies": ("aten::copy_", "aten::_to_copy", "aten::to", "aten::div"),
+}
+PART_OF = {op: part for part, ops in OPS.items() for op in ops}
+OPTIMIZER = "optimizer (RAdam, foreach)"
+
+
+def seconds_per_call(fn: Callable[[], object], calls: int, reps: int) -> float:
+    """Median over ``reps`` windows of ``calls`` calls, after one warm-up window."""
+    for _ in range(calls):
+        fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - start) / calls)
+    return statistics.median(times)
+
+
+def matmul_gflops(dtype: torch.dtype, n: int, reps: int) -> float:
+    """This CPU's throughput on an n x n x n matmul in ``dtype``: the ceiling."""
+    a = torch.randn(n, n).to(dtype)
+    b = torch.randn(n, n).to(dtype)
+    out = torch.empty(n, n, dtype=dtype)
+    sec = seconds_per_call(lambda: torch.mm(a, b, out=out), 3, reps)
+    return 2 * n**3 / sec / 1e9
+
+
+def copy_gbytes(megabytes: int, reps: int) -> float:
+    """Read plus write bandwidth of a large tensor copy, GB/s."""
+    src = torch.ones(megabytes * 2**20 // 4)
+    dst = torch.empty_like(src)
+    sec = seconds_per_call(lambda: dst.copy_(src), 3, reps)
+    return 2 * src.numel() * 4 / sec / 1e9
+
+
+def layer_flops(net: DQN, batch: int) -> dict[str, float]:
+    """Multiply-adds x 2 of one update's forward and backward passes, by part, from each
+    conv's and linear layer's output shape (one forward of ``batch`` frames)."""
+    flops: dict[str, float] = defaultdict(float)
+    first_conv = True
+    hooks = []
+
+    def conv_hook(module: nn.Conv2d, _inp: object, out: torch.Tensor) -> None:
+        nonlocal first_conv
+        kh, kw = module.kernel_size
+        fwd = 2.0 * out.numel() * module.in_channels * kh * kw / module.groups
+        flops["conv forward"] += fwd
+        # weight gradient always; input gradient except for the first conv (its input is data)
+        flops["conv backward"] += fwd * (1 if first_conv else 2)
+        first_conv = False
+
+    def linear_hook(module: nn.Linear, _inp: object, out: torch.Tensor) -> None:
+        fwd = 2.0 * out.numel() * module.in_features
+        flops["linear (forward and backward)"] += 3 * fwd
+
+    for module in net.modules():
+        if isinstance(module, nn.Conv2d):
+            hooks.append(module.register_forward_hook(conv_hook))
+        elif isinstance(module, nn.Linear):
+            hooks.append(module.register_forward_hook(linear_hook))
+    with torch.no_grad():
+        net(torch.zeros(batch, *SHAPE, dtype=torch.uint8))
+    for hook in hooks:
+        hook.remove()
+    return dict(flops)
+
+
+def learner(bf16: bool) -> QLambdaLearner:
+    torch.manual_seed(0)
+    cfg = DQNConfig(algorithm="pqn", network="small", layer_norm=True, learning_rate=2.5e-4)
+    net = DQN(SHAPE, ACTIONS, network="small", layer_norm=True)
+    return QLambdaLearner(
+        net,
+        cfg,
+        PQNConfig(max_grad_norm=10.0),
+        torch.device("cpu"),
+        bf16=bf16,
+        channels_last=True,
+    )
+
+
+def part_of(event: object) -> str:
+    """The part of a profiled op: the optimizer's if it ran inside its step or zero_grad,
+    else by its name."""
+    parent = event
+    while parent is not None:
+        if parent.name.startswith("Optimizer."):
+            return OPTIMIZER
+        parent = parent.cpu_parent
+    return PART_OF.get(event.name, "other")
+
+
+def profile_update(bf16: bool, updates: int) -> tuple[float, dict[str, float]]:
+    """Wall milliseconds of one update (median, profiler off) and self-CPU milliseconds
+    of each part per update (profiler on; its overhead inflates small ops a little)."""
+    pqn = learner(bf16)
+    rng = np.random.default_rng(0)
+    obs = torch.from_numpy(rng.integers(0, 255, (MINIBATCH, *SHAPE), dtype=np.uint8))
+    obs = obs.contiguous(memory_format=torch.channels_last)
+    actions = torch.from_numpy(rng.integers(0, ACTIONS, MINIBATCH))
+    returns = torch.from_numpy(rng.normal(size=MINIBATCH).astype(np.float32))
+    wall = seconds_per_call(lambda: pqn.step(obs, actions, returns), updates, 5) * 1e3
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(updates):
+            pqn.step(obs, actions, returns)
+    parts: dict[str, float] = defaultdict(float)
+    for event in prof.events():
+        parts[part_of(event)] += event.self_cpu_time_total / 1e3 / updates
+    return wall, dict(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--reps", type=int, default=5, help="timing windows per figure")
+    parser.add_argument("--updates", type=int, default=20, help="updates per window")
+    parser.add_argument("--matmul", type=int, default=1024, help="n of the n x n x n matmul")
+    args = parser.parse_args()
+    threads = len(os.sched_getaffinity(0))
+    torch.set_num_threads(threads)
+    peak = {
+        "fp32": matmul_gflops(torch.float32, args.matmul, args.reps),
+        "bf16": matmul_gflops(torch.bfloat16, args.matmul, args.reps),
+    }
+    bandwidth = copy_gbytes(256, args.reps)
+    model, bf16_units = cpu_info()
+    print(
+        f"{model or 'CPU'} (bf16 units: {', '.join(bf16_units) or 'none'}), {threads} thread(s), "
+        f"torch {torch.__version__}"
+    )
+    print(
+        f"\nceilings: matmul {args.matmul}^3 fp32 {peak['fp32']:,.0f} GFLOP/s, "
+        f"bf16 {peak['bf16']:,.0f} GFLOP/s ({peak['bf16'] / peak['fp32']:.2f}x); "
+        f"copy {bandwidth:,.1f} GB/s (read + write)"
+    )
+    flops = layer_flops(DQN(SHAPE, ACTIONS, network="small", layer_norm=True), MINIBATCH)
+    total_flops = sum(flops.values())
+    for precision in ("fp32", "bf16"):
+        wall, parts = profile_update(precision == "bf16", args.updates)
+        profiled = sum(parts.values())
+        floor = total_flops / (peak[precision] * 1e9) * 1e3
+        print(
+            f"\n### one update, {precision}: {wall:.1f} ms (profiler off); its "
+            f"{total_flops / 1e9:.2f} GFLOP at the matmul ceiling would take {floor:.1f} ms "
+            f"({floor / wall:.0%} of the update)\n"
+        )
+        print(
+            "| part | ms per update | share | GFLOP | GFLOP/s "
+            f"| of the {precision} matmul ceiling |"
+        )
+        print("|---|---:|---:|---:|---:|---:|")
+        for part, ms in sorted(parts.items(), key=lambda kv: -kv[1]):
+            work = flops.get(part)
+            rate = f"{work / ms / 1e6:,.0f}" if work and ms > 0 else ""
+            share_of_peak = f"{work / ms / 1e6 / peak[precision]:.0%}" if work and ms > 0 else ""
+            gflop = f"{work / 1e9:.3f}" if work else ""
+            print(
+                f"| {part} | {ms:.2f} | {ms / profiled:.0%} | {gflop} | {rate} | {share_of_peak} |"
+            )
+        print(f"| **all (profiled self time)** | {profiled:.2f} | 100% | | | |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""benchmarks/roofline.py: the arithmetic it counts from the layers' shapes, and the part
+each profiled operator is grouped into."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("roofline", ROOT / "benchmarks/roofline.py")
+roofline = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(roofline)
+
+
+def test_flops_follow_the_layer_shapes():
+    net = roofline.DQN(roofline.SHAPE, roofline.ACTIONS, network="small", layer_norm=True)
+    flops = roofline.layer_flops(net, batch=2)
+    # conv 1: 4 -> 16 channels, 4x4 stride 2 over 42x42 -> 20x20; conv 2: 16 -> 32, 9x9
+    conv1 = 2 * 2 * 16 * 20 * 20 * 4 * 16
+    conv2 = 2 * 2 * 32 * 9 * 9 * 16 * 16
+    assert flops["conv forward"] == conv1 + conv2
+    # the first conv's input is the frames: no input gradient, only the weights'
+    assert flops["conv backward"] == conv1 + 2 * conv2
+    linear = 2 * 2 * (2592 * 256 + 256 * 6)
+    assert flops["linear (forward and backward)"] == 3 * linear
+
+
+def test_ops_are_grouped_by_name_and_the_optimizer_by_where_they_ran():
+    learner = roofline.learner(bf16=False)
+    obs = torch.zeros(4, *roofline.SHAPE, dtype=torch.uint8)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        learner.step(obs, torch.zeros(4, dtype=torch.long), torch.ones(4))
+    parts = {}
+    for event in prof.events():
+        parts.setdefault(roofline.part_of(event), set()).add(event.name)
+    assert "aten::convolution_backward" in parts["conv backward"]
+    assert "aten::threshold_backward" in parts["ReLU (forward and backward)"]
+    optimizer_ops = parts[roofline.OPTIMIZER]
+    assert any(name.startswith("aten::_foreach") for name in optimizer_ops)
+    # an op inside the optimizer's step counts there, not under its own name's part
+    assert not any(name.startswith("aten::_foreach") for name in parts.get("other", ()))
