@@ -10,6 +10,7 @@ to its own cores); minutes are frames over an FPS measured with the machine to o
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import math
@@ -27,7 +28,7 @@ import numpy as np
 from atari_speed.app.ablation import plot_scores
 from atari_speed.core.errors import ConfigError
 from atari_speed.run.checkpoint import write_text_atomic
-from atari_speed.run.lock import RunDirLock
+from atari_speed.run.lock import NO_FLOCK, RunDirLock
 
 ROOT = Path(__file__).resolve().parents[2]
 LEVELS = ("-15", "0")  # with the stop reward: the smoothed scores whose frames are reported
@@ -326,6 +327,15 @@ def lock_log(log: Path) -> int:
     except BlockingIOError:
         os.close(fd)
         raise ConfigError(f"{log}: written by a run another seeds.py started") from None
+    except OSError as err:
+        os.close(fd)
+        if err.errno not in NO_FLOCK:
+            raise
+        # not a ConfigError: that would read as "another seeds.py has this seed" and skip it
+        raise ValueError(
+            f"{log}: this filesystem cannot lock files ({errno.errorcode[err.errno]}); "
+            "give an --out on a local disk"
+        ) from None
     except BaseException:
         os.close(fd)
         raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import shutil
@@ -9,7 +10,9 @@ import time
 
 import pytest
 
-from atari_speed.app.seeds import finished, lane_cores, median, read_result, report, table
+from atari_speed.app import seeds as seeds_module
+from atari_speed.app.seeds import finished, lane_cores, lock_log, median, read_result, report, table
+from atari_speed.core.errors import ConfigError
 
 
 def fake_run(
@@ -222,3 +225,16 @@ def test_a_second_start_of_a_seed_before_its_train_py_holds_the_directory_is_ref
     again = seeds.start("pong-fast", 0, tmp_path, [], [0])  # the winner gone, its lock too
     again.kill()
     again.wait(timeout=10)
+
+
+def test_a_filesystem_without_locks_stops_seeds_py_in_one_line(tmp_path, monkeypatch):
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(seeds_module.fcntl, "flock", no_locks)
+    with pytest.raises(
+        ValueError, match=r"s3\.log: this filesystem cannot lock files \(ENOLCK\)"
+    ) as err:
+        lock_log(tmp_path / "s3.log")
+    # a ConfigError would read as "another seeds.py runs this seed" and skip the seed
+    assert not isinstance(err.value, ConfigError)
