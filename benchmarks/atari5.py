@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 
 from atari_speed.app.ablation import plot_scores, read_scores
+from atari_speed.run.tracking import summary_steps
 
 # game: (random, human), Atari-Human.csv of maitchison/Atari-5 ("Random", "Human").
 REFERENCE = {
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             greedy_text = f"{greedy_score:.1f}"
             greedy_hns_text = f"{normalised(game, greedy_score):.0f}%"
         print(
-            f"| {game} | {training_score:.1f} | {greedy_text} | {summary['frames']:,}"
+            f"| {game} | {training_score:.1f} | {greedy_text} | {summary_steps(summary):,}"
             f" | {summary['seconds'] / 60:.1f} | {summary['fps']:,.0f}"
             f" | {normalised(game, training_score):.0f}% / {greedy_hns_text}"
             " | {:.1f} / {:.1f} |".format(*DOPAMINE_10M[game])

@@ -106,7 +106,8 @@ def soak(runs: dict[str, subprocess.Popen], every: float, where: Path) -> dict[s
             err = (where / f"{run_dir.name}.err").read_text()
             raise SystemExit(f"{name}: train.py exited {proc.returncode}: {err[-2000:]}")
         summary = json.loads((run_dir / "summary.json").read_text())
-        samples[name][-1]["frames"] = summary.get("frames")
+        # agent steps: summary.json's "steps", "frames" in earlier versions
+        samples[name][-1]["frames"] = summary.get("steps", summary.get("frames"))
         samples[name][-1]["together"] = len(runs) > 1
     return samples
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_speed.app.ablation import markdown, plot_curves, read_scores, row, with_deltas
+from atari_speed.run.tracking import summary_steps
 
 
 def curve_at(
@@ -109,7 +110,8 @@ def main() -> None:
             f"mode {summary['mode']}, {summary['envs']} envs"
         )
     if args.by == "frames":
-        every, last, label = args.every * 1e5, max(s["frames"] for s in summaries), "frames"
+        every, last = args.every * 1e5, max(summary_steps(s) for s in summaries)
+        label = "frames"
     else:
         every, last, label = args.every * 60, max(s["seconds"] for s in summaries), "minutes"
     marks = list(np.arange(every, last + every, every))

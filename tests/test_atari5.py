@@ -15,16 +15,19 @@ atari5 = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(atari5)
 
 
-def fake_run(run: Path, game: str, games: list[tuple[int, float, float]]) -> Path:
+def fake_run(
+    run: Path, game: str, games: list[tuple[int, float, float]], steps: str = "steps"
+) -> Path:
     """A train.py run directory as atari5.py reads it: summary.json, and scores.csv with
-    one (agent steps, score, smoothed) row per finished game."""
+    one (agent steps, score, smoothed) row per finished game. ``steps``: the key of agent
+    steps, "frames" in the summaries of earlier versions."""
     run.mkdir()
-    summary = {"preset": {"env": {"game": game}}, "frames": 1000, "seconds": 60.0, "fps": 16.7}
+    summary = {"preset": {"env": {"game": game}}, steps: 1000, "seconds": 60.0, "fps": 16.7}
     summary["emulator_frames"] = 10_002_944  # a 10M-frame budget, ended on a whole rollout
     (run / "summary.json").write_text(json.dumps(summary))
     with (run / "scores.csv").open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["seconds", "frames", "score", "smoothed"])
+        writer.writerow(["seconds", steps, "score", "smoothed"])
         writer.writerows([steps / 100, steps, score, smoothed] for steps, score, smoothed in games)
     return run
 
@@ -53,17 +56,18 @@ def test_games_at_or_below_random_play_estimate_a_median_of_0():
     assert atari5.atari5_median(dict.fromkeys(atari5.ATARI5, -30.0)) == pytest.approx(0.0)
 
 
-def test_the_table_reads_a_run_and_its_play_json(tmp_path, capsys):
+@pytest.mark.parametrize("steps", ["steps", "frames"], ids=["steps", "earlier frames"])
+def test_the_table_reads_a_run_and_its_play_json(tmp_path, capsys, steps):
     # 150 games: only the last 100 (scores 10) count
     games = [(i, 0 if i < 50 else 10, 0) for i in range(150)]
-    run = fake_run(tmp_path / "run", "breakout", games)
+    run = fake_run(tmp_path / "run", "breakout", games, steps)
     (run / "play.json").write_text(json.dumps({"mean": 30.5}))
     assert atari5.main([str(run), "--png-dir", str(tmp_path / "png")]) == 0
     assert (tmp_path / "png" / "breakout.png").stat().st_size > 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| breakout"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1:3] == ["10.0", "30.5"]
+    assert cells[1:4] == ["10.0", "30.5", "1,000"]  # the agent steps, under either key
     assert cells[-2] == f"{atari5.normalised('breakout', 10.0):.0f}% / 100%"
     assert cells[-1] == "{:.1f} / {:.1f}".format(*atari5.DOPAMINE_10M["breakout"])
     assert "Atari-5 estimate of the 57-game median" not in out  # one game of the five

@@ -217,9 +217,9 @@ CLAIMS = [
     (r"(\d+) epochs\b", lambda p: p.pqn.epochs),
     (r"(\d+) minibatches\b", lambda p: p.pqn.minibatches),
     (r"minibatches of (\d+)\b", lambda p: p.run.envs * p.pqn.rollout // p.pqn.minibatches),
-    (r"([\d.]+)M emulator frames\b", lambda p: p.run.frames * 4 / 1e6),
-    (r"([\d.]+)M agent steps\b", lambda p: p.run.frames / 1e6),
-    (r"every (\d+)k frames\b", lambda p: p.eval.every / 1e3),
+    (r"([\d.]+)M emulator frames\b", lambda p: p.run.steps * 4 / 1e6),
+    (r"([\d.]+)M agent steps\b", lambda p: p.run.steps / 1e6),
+    (r"every (\d+)k (?:agent )?steps\b", lambda p: p.eval.every / 1e3),
 ]
 CHECKED = ["pong-fast", "atari-fast", "atari-84", "pong-pqn"]
 

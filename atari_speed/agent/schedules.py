@@ -1,8 +1,8 @@
-"""What follows the frame count: exploration, and how many SGD updates are due.
+"""What follows the step count: exploration, and how many SGD updates are due.
 
-Accounting is the same in every mode: frames are agent steps summed over all envs and
-epsilon follows frames. How many updates the frames buy is each algorithm's schedule, in
-one place: DQN makes one SGD update of ``dqn.batch_size`` per ``dqn.train_every`` frames
+Accounting is the same in every mode: steps are agent steps summed over all envs and
+epsilon follows them. How many updates the steps buy is each algorithm's schedule, in
+one place: DQN makes one SGD update of ``dqn.batch_size`` per ``dqn.train_every`` steps
 once the replay holds ``replay.initial`` transitions, whatever the env count and whoever
 steps the envs (``UpdateSchedule``); PQN makes ``pqn.epochs`` x ``pqn.minibatches`` updates
 per rollout (``RolloutSchedule``). ``update_schedule`` picks the preset's.
@@ -19,28 +19,28 @@ import numpy as np
 from atari_speed.core.config import ExploreConfig, PQNConfig, Preset
 
 
-def epsilon_at(explore: ExploreConfig, frames: int) -> float:
-    """The linear schedule: ``epsilon_start`` at frame 0 to ``epsilon_final`` at
-    ``epsilon_frames``, then flat."""
-    fraction = min(1.0, frames / explore.epsilon_frames)
+def epsilon_at(explore: ExploreConfig, steps: int) -> float:
+    """The linear schedule: ``epsilon_start`` at agent step 0 to ``epsilon_final`` at
+    ``epsilon_steps``, then flat."""
+    fraction = min(1.0, steps / explore.epsilon_steps)
     return explore.epsilon_start + fraction * (explore.epsilon_final - explore.epsilon_start)
 
 
-def lr_factor(preset: Preset, frames: int, smoothed: float | None) -> float:
+def lr_factor(preset: Preset, steps: int, smoothed: float | None) -> float:
     """PQN's learning rate over its start (0..1), two schedules multiplied: linear in
-    frames to 0 at ``pqn.lr_decay_frames`` (``run.frames`` where that is 0; none without
+    agent steps to 0 at ``pqn.lr_decay_steps`` (``run.steps`` where that is 0; none without
     ``pqn.lr_decay``), and linear in
     the smoothed training score from 1 at ``pqn.lr_score_from`` to ``pqn.lr_at_stop`` at
     ``run.stop_reward``. The second follows the score both ways: an agent that has learnt
     the game stops moving, and one that slips back gets its learning rate back."""
     pqn = preset.pqn
-    horizon = pqn.lr_decay_frames or preset.run.frames
-    by_frames = max(1.0 - frames / horizon, 0.0) if pqn.lr_decay else 1.0
+    horizon = pqn.lr_decay_steps or preset.run.steps
+    by_steps = max(1.0 - steps / horizon, 0.0) if pqn.lr_decay else 1.0
     if smoothed is None or pqn.lr_at_stop >= 1.0:
-        return by_frames
+        return by_steps
     span = preset.run.stop_reward - pqn.lr_score_from
     way = min(max((smoothed - pqn.lr_score_from) / span, 0.0), 1.0)
-    return by_frames * (1.0 - way * (1.0 - pqn.lr_at_stop))
+    return by_steps * (1.0 - way * (1.0 - pqn.lr_at_stop))
 
 
 def actor_epsilon(explore: ExploreConfig, index: int, actors: int) -> float | None:
@@ -60,7 +60,7 @@ class UpdateSchedule:
     refills warms up again.
     """
 
-    train_every: int  # frames per update
+    train_every: int  # agent steps per update
     initial: int  # transitions in the replay before the first update
     batch: int  # transitions sampled per update: dqn.batch_size
 

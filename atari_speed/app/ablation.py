@@ -23,6 +23,7 @@ import numpy as np
 
 from atari_speed.core.config import Preset
 from atari_speed.run.checkpoint import write_text_atomic
+from atari_speed.run.tracking import summary_steps
 
 COLUMNS = (
     "variant",
@@ -30,7 +31,7 @@ COLUMNS = (
     "delta FPS",
     "time",
     "delta time",
-    "frames to solve",
+    "steps to solve",
     "to -15",
     "to 0",
     "to solve",
@@ -58,8 +59,8 @@ def row(name: str, run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
         "fps": fps,
         "seconds": summary["solved_at_seconds"] if solved else summary["seconds"],
         "solved": solved,
-        "frames": summary["frames"],
-        "frames_to_solve": summary["solved_at_frames"] if solved else None,
+        "steps": summary_steps(summary),
+        "steps_to_solve": summary_steps(summary, "solved_at_steps") if solved else None,
         "best_avg_reward": summary["best_avg_reward"],
         "interrupted": bool(summary.get("interrupted")),
         # seconds to the first smoothed -15, 0 and stop reward, where reached
@@ -103,14 +104,14 @@ def markdown(title: str, rows: list[dict[str, Any]]) -> str:
         if r["interrupted"]:
             time_text += " (interrupted)"
         best = r["best_avg_reward"]
-        solve_frames = r["frames_to_solve"]
+        solve_steps = r["steps_to_solve"]
         to = r.get("to_seconds", {})
         levels = ("-15", "0", f"{r.get('stop_reward', 18.0):g}")
         reached = " | ".join(_minutes(to[k]) if k in to else "" for k in levels)
         lines.append(
             f"| {r['variant']} | {r['fps']:.1f} | {_pct(r['delta_fps'])} | {time_text} | "
             f"{_pct(r['delta_seconds'])} | "
-            f"{'' if solve_frames is None else f'{solve_frames:,}'} | {reached} | "
+            f"{'' if solve_steps is None else f'{solve_steps:,}'} | {reached} | "
             f"{'' if best is None else f'{best:.1f}'} |"
         )
     lines += [
@@ -123,12 +124,13 @@ def markdown(title: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-SCORE_COLUMNS = ("seconds", "frames", "score", "smoothed")  # scores.csv's, in order
+SCORE_COLUMNS = ("seconds", "steps", "score", "smoothed")  # scores.csv's, in order
 
 
 def read_scores(run_dir: Path) -> np.ndarray:
-    """A run's scores.csv as an array, one row a game, columns ``SCORE_COLUMNS`` (frames
-    are agent steps); shape (0, 4) before its first game."""
+    """A run's scores.csv as an array, one row a game, columns ``SCORE_COLUMNS`` (agent
+    steps; runs of earlier versions head that column ``frames``, with the same count);
+    shape (0, 4) before its first game."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # a header alone: no game yet
         data = np.loadtxt(run_dir / "scores.csv", delimiter=",", skiprows=1, ndmin=2)
@@ -172,24 +174,24 @@ def plot(title: str, rows: list[dict[str, Any]], path: Path) -> None:
 def plot_curves(title: str, rows: list[dict[str, Any]], path: Path) -> None:
     """Every variant's smoothed game score against wall time (from its scores.csv)."""
     runs = [(r["variant"], Path(r["run_dir"])) for r in rows]
-    plot_scores(title, runs, path, by_frames=False)
+    plot_scores(title, runs, path, by_steps=False)
 
 
 def plot_scores(
     title: str,
     runs: list[tuple[str, Path]],
     path: Path,
-    by_frames: bool,
+    by_steps: bool,
     line_at: float | None = None,
 ) -> None:
     """Each run's smoothed score (its scores.csv) against wall time in minutes, or against
-    frames in millions; ``line_at`` draws a dashed level (the stop reward)."""
+    agent steps in millions; ``line_at`` draws a dashed level (the stop reward)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display needed
     import matplotlib.pyplot as plt
 
-    column, scale = (1, 1e6) if by_frames else (0, 60.0)
+    column, scale = (1, 1e6) if by_steps else (0, 60.0)
     fig, ax = plt.subplots(figsize=(9, 5))
     for label, run_dir in runs:
         log = run_dir / "scores.csv"
@@ -200,7 +202,7 @@ def plot_scores(
             ax.plot(data[:, column] / scale, data[:, 3], label=label)
     if line_at is not None:
         ax.axhline(line_at, color="gray", linestyle="--", linewidth=1)
-    xlabel = "frames (millions, agent steps over all envs)" if by_frames else "wall time (minutes)"
+    xlabel = "agent steps (millions, over all envs)" if by_steps else "wall time (minutes)"
     ax.set_xlabel(xlabel)
     ax.set_ylabel("smoothed game score")
     ax.grid(alpha=0.3)

@@ -29,9 +29,9 @@ or a path to a TOML file. Every field below can be set with --set section.key=va
 (values are TOML: --set dqn.double=true --set env.pipeline='"fast"').
 
 Output goes to runs/<date>-<preset>-<mode>/: TensorBoard logs (tensorboard --logdir runs),
-summary.json, checkpoint.pt (every run.checkpoint_every frames and on exit, Ctrl-C and
-kill included), replay.npz (DQN's replay, on exit) and best.pt (the best model so far).
---resume continues frames, epsilon, optimizer, statistics and RNG from a checkpoint.pt,
+summary.json, checkpoint.pt (every run.checkpoint_every agent steps and on exit, Ctrl-C
+and kill included), replay.npz (DQN's replay, on exit) and best.pt (the best model so far).
+--resume continues steps, epsilon, optimizer, statistics and RNG from a checkpoint.pt,
 and the replay from the replay.npz beside it, so it trains on at once (without one it
 refills the replay first, and says so; PQN keeps no replay; baseline mode's ptan buffer
 is refilled). It goes on with the checkpoint's preset as resolved at the run's first
@@ -64,7 +64,17 @@ def train_parser() -> argparse.ArgumentParser:
         type=_envs_arg,
         help="override run.envs (envs, or per actor); auto = chosen from the machine",
     )
-    parser.add_argument("--frames", type=int, help="override run.frames (agent steps, all envs)")
+    parser.add_argument(
+        "--steps", type=int, help="override run.steps: the budget in agent steps, all envs"
+    )
+    parser.add_argument(
+        "--emulator-frames",
+        type=int,
+        metavar="N",
+        help="the budget in emulator frames instead (sets run.emulator_frames, made agent "
+        "steps at start)",
+    )
+    parser.add_argument("--frames", type=int, help="the old name of --steps (agent steps)")
     parser.add_argument(
         "--engine",
         choices=ENGINES,
@@ -204,7 +214,9 @@ def train_main(argv: list[str] | None = None) -> int:
         "game": "env.game",
         "mode": "run.mode",
         "envs": "run.envs",
-        "frames": "run.frames",
+        "steps": "run.steps",
+        "frames": "run.frames",  # the old name: config.RENAMED reads it as run.steps
+        "emulator_frames": "run.emulator_frames",
         "device": "run.device",
         "seed": "run.seed",
         "engine": "run.engine",
@@ -227,6 +239,7 @@ def train_main(argv: list[str] | None = None) -> int:
         if value is not None:
             overrides.append(f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}")
     try:
+        _one_budget_flag(args)
         if args.game is not None:
             from atari_speed.envs.pipeline import resolve_game
 
@@ -253,8 +266,10 @@ def train_main(argv: list[str] | None = None) -> int:
             print("\ninterrupted before training started; nothing saved", file=sys.stderr)
             return 130
         summary = interrupt.args[0]
+        steps = summary.get("steps")
         print(
-            f"\ninterrupted at {summary.get('frames', '?')} frames; checkpoint.pt saved",
+            f"\ninterrupted at {'?' if steps is None else f'{steps:,}'} agent steps; "
+            "checkpoint.pt saved",
             file=sys.stderr,
         )
         _print_profile(summary)
@@ -262,6 +277,24 @@ def train_main(argv: list[str] | None = None) -> int:
     print(outcome(summary))
     _print_profile(summary)
     return 0
+
+
+def _one_budget_flag(args: argparse.Namespace) -> None:
+    """At most one of --steps, --frames (its old name) and --emulator-frames."""
+    given = [
+        flag
+        for flag, value in (
+            ("--steps", args.steps),
+            ("--frames", args.frames),
+            ("--emulator-frames", args.emulator_frames),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise ConfigError(
+            f"{' and '.join(given)} are both given: one budget, in agent steps (--steps; "
+            "--frames is its old name) or in emulator frames (--emulator-frames)"
+        )
 
 
 def _resumed(
@@ -295,16 +328,16 @@ def _print_profile(summary: dict[str, Any]) -> None:
 
 
 def outcome(summary: dict[str, Any]) -> str:
-    """One line: frames, time, FPS, games, best smoothed reward, solved or not."""
+    """One line: agent steps, time, FPS, games, best smoothed reward, solved or not."""
     verdict = (
         f"solved in {fmt_duration(summary['solved_at_seconds'])} "
-        f"({summary['solved_at_frames']:,} frames)"
+        f"({summary['solved_at_steps']:,} agent steps)"
         if summary["solved"]
         else "not solved"
     )
     best = summary["best_avg_reward"]
     return (
-        f"{summary['frames']:,} frames in {fmt_duration(summary['seconds'])} "
+        f"{summary['steps']:,} agent steps in {fmt_duration(summary['seconds'])} "
         f"({summary['fps']:.0f} FPS), {summary['episodes']} games, best smoothed reward "
         f"{'none (no game finished)' if best is None else f'{best:+.1f}'}: {verdict}"
     )

@@ -216,7 +216,7 @@ def print_json(path: Path, checkpoint: Checkpoint, played: Played, pipeline: str
     result = {
         "checkpoint": str(path),
         "game": checkpoint.game,
-        "frames_trained": checkpoint.frames,
+        "steps_trained": checkpoint.frames,  # agent steps; episodes count emulator frames
         "pipeline": pipeline,
         "episodes": played.games,
         "mean": mean,
@@ -230,7 +230,7 @@ def print_text(
     path: Path, checkpoint: Checkpoint, played: Played, args: argparse.Namespace
 ) -> None:
     cap = frame_cap(args)
-    print(f"{path}: {checkpoint.game}, trained {checkpoint.frames:,} frames")
+    print(f"{path}: {checkpoint.game}, trained {checkpoint.frames:,} agent steps")
     if args.pipeline:
         print(f"played on pipeline {args.pipeline}, not the checkpoint's")
     for i, g in enumerate(played.games, 1):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from atari_speed.core.config import SECTIONS, Preset, apply, parse_override
+from atari_speed.core.config import SECTIONS, Preset, apply, apply_overrides
 from atari_speed.core.errors import ConfigError
 from atari_speed.run.checkpoint import load_checkpoint
 
@@ -18,7 +18,8 @@ def resumed_preset(
     """The checkpoint at ``path``'s preset with ``overrides`` (``section.key=value``)
     applied, and the line that says what goes on and what they change. ``named``: the
     --preset given, which must be the checkpoint's own. ConfigError for a checkpoint that
-    cannot be read or an override that does not fit."""
+    cannot be read or an override that does not fit. A checkpoint of an earlier version
+    names fields by their old names (run.frames, ...): config.RENAMED reads them."""
     saved = dict(load_checkpoint(path).preset)
     name = str(saved.pop("name", "custom"))
     if named is not None and Path(named).stem != name:
@@ -27,14 +28,11 @@ def resumed_preset(
             "on with its checkpoint's preset: leave --preset out and change fields with --set"
         )
     first = apply(f"--resume {path}: the checkpoint's preset", Preset(name=name), saved)
-    preset = first
-    for item in overrides:
-        section, key, value = parse_override(item)
-        preset = apply(f"--set {item}", preset, {section: {key: value}})
+    preset = apply_overrides(first, overrides)
     run = first.run
     line = (
         f"--resume: {path}: {name} as resolved at its start ({run.mode}, {run.envs} envs, "
-        f"{first.env.backend} backend, {run.precision}, {run.frames:,} frames)"
+        f"{first.env.backend} backend, {run.precision}, {run.steps:,} agent steps)"
     )
     changes = changed_fields(first, preset)
     if changes:

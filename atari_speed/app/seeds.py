@@ -29,6 +29,7 @@ from atari_speed.app.ablation import plot_scores
 from atari_speed.core.errors import ConfigError
 from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.lock import NO_FLOCK, RunDirLock
+from atari_speed.run.tracking import summary_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 LEVELS = ("-15", "0")  # with the stop reward: the smoothed scores whose frames are reported
@@ -70,17 +71,18 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
     reached = summary.get("reached", {})
     play_path = run_dir / "play.json"
     play = json.loads(play_path.read_text())["mean"] if play_path.is_file() else None
-    greedy = summary.get("eval_solved_at_frames")
+    # summary_steps: summaries of earlier versions said frames (the same agent steps)
+    greedy = summary_steps(summary, "eval_solved_at_steps")
     after = [
-        e["reward"] for e in summary.get("evaluations", []) if greedy and e["frames"] >= greedy
+        e["reward"] for e in summary.get("evaluations", []) if greedy and summary_steps(e) >= greedy
     ]
     return SeedResult(
         seed=seed,
         run_dir=str(run_dir),
         solved=bool(summary["solved"]),
-        frames=int(summary["frames"]),
+        frames=int(summary_steps(summary)),
         fps=float(summary.get("fps_after_warmup") or summary["fps"]),
-        to_frames={k: int(v["frames"]) for k, v in reached.items()},
+        to_frames={k: int(summary_steps(v)) for k, v in reached.items()},
         to_seconds={k: float(v["seconds"]) for k, v in reached.items()},
         greedy_frames=greedy,
         best_smoothed=summary.get("best_avg_reward"),
@@ -98,7 +100,8 @@ def finished(run_dir: Path) -> bool:
         return False
     run = summary["preset"]["run"]
     out_of_time = run["seconds"] > 0 and summary["seconds"] >= run["seconds"]
-    return bool(summary["solved"]) or summary["frames"] >= run["frames"] or out_of_time
+    budget = summary_steps(run)
+    return bool(summary["solved"]) or summary_steps(summary) >= budget or out_of_time
 
 
 def median(values: Sequence[float]) -> float:
@@ -198,7 +201,7 @@ def plot(results: list[SeedResult], title: str, path: Path) -> None:
     """Every seed's smoothed training score against frames, with the stop reward."""
     runs = [(f"seed {r.seed}", Path(r.run_dir)) for r in results]
     line = float(results[0].stop) if results else None
-    plot_scores(title, runs, path, by_frames=True, line_at=line)
+    plot_scores(title, runs, path, by_steps=True, line_at=line)
 
 
 def lane_cores(lanes: int, cores: Sequence[int]) -> list[list[int]]:

@@ -3,6 +3,12 @@
 Each section is a frozen dataclass; every field is documented once, in its ``doc``
 metadata, which ``train.py --help`` prints. Unknown sections or keys, wrong types and
 impossible values fail at start with the file, key, value and what is allowed.
+
+Counts say their unit: an agent step is one action of one env (summed over all envs: 128
+envs stepped once are 128 agent steps); an emulator frame is one frame of ALE, and an
+agent step is the pipeline's frame skip of them (MaxAndSkip's, 4). Fields that count
+agent steps are named ``*_steps`` or say so in their doc; their earlier names, which said
+frames, are still read (``RENAMED``).
 """
 
 from __future__ import annotations
@@ -68,7 +74,8 @@ class RunConfig:
     )
     ray_steps: int = doc(
         "engine = ray, DQN: vector steps an actor plays per batch it sends the learner (its "
-        "frames cross the object store as one set of arrays; PQN sends pqn.rollout steps)",
+        "observations cross the object store as one set of arrays; PQN sends pqn.rollout "
+        "steps)",
         16,
         low=1,
     )
@@ -85,7 +92,20 @@ class RunConfig:
         low=0,
         high=256,
     )
-    frames: int = doc("budget of agent steps, summed over all envs", 2_000_000, low=1)
+    steps: int = doc(
+        "budget in agent steps, summed over all envs (train.py --steps; was run.frames)",
+        2_000_000,
+        low=1,
+    )
+    emulator_frames: int = doc(
+        "budget in emulator frames, as published baselines count (train.py "
+        "--emulator-frames); 0 = unused: run.steps is the budget. Converted once, at start, "
+        "to run.steps = this / the pipeline's frame skip (MaxAndSkip's, 4: 10M emulator "
+        "frames are 2.5M agent steps), rounded up; not with run.steps in the same file or "
+        "command line",
+        0,
+        low=0,
+    )
     seconds: float = doc(
         "wall-clock budget in seconds; 0 = none (whichever budget ends first stops the run)",
         0.0,
@@ -94,15 +114,15 @@ class RunConfig:
     device: str = doc("auto (CUDA when present) | cpu | cuda", "auto", choices=DEVICES)
     seed: int = doc("seed of envs, exploration and network init", 0, low=0)
     stop_reward: float = doc("solved when the smoothed game score reaches this", 18.0)
-    checkpoint_every: int = doc("frames between checkpoint.pt writes", 100_000, low=1)
+    checkpoint_every: int = doc("agent steps between checkpoint.pt writes", 100_000, low=1)
     replay_save: bool = doc(
-        "DQN: save the replay (frames compressed) to replay.npz beside checkpoint.pt on the "
+        "DQN: save the replay (compressed) to replay.npz beside checkpoint.pt on the "
         "way out (end, Ctrl-C, SIGTERM, error), so --resume trains on at once instead of "
         "refilling it",
         True,
     )
     replay_save_every: int = doc(
-        "frames between replay.npz writes besides the one on the way out (n-env mode; in "
+        "agent steps between replay.npz writes besides the one on the way out (n-env mode; in "
         "parallel mode actors write while a copy would be read, so only on the way out); "
         "0 = only on the way out",
         0,
@@ -114,7 +134,7 @@ class RunConfig:
         "it on this machine; docs/pong-fast.md)",
         False,
     )
-    log_every: int = doc("frames between TensorBoard scalars and summary.json", 2_000, low=1)
+    log_every: int = doc("agent steps between TensorBoard scalars and summary.json", 2_000, low=1)
     amp: bool = doc(
         "deprecated: use run.precision = 'bf16'; true still means bf16 on a CUDA GPU that has it",
         False,
@@ -169,7 +189,7 @@ class DQNConfig:
     adam_eps: float = doc("Adam epsilon", 1e-8, low=0.0, high=1.0)
     gamma: float = doc("discount", 0.99, low=0.0, high=1.0)
     batch_size: int = doc("transitions per SGD update (never scaled by envs)", 32, low=1)
-    train_every: int = doc("frames per SGD update: the update-to-data ratio", 1, low=1)
+    train_every: int = doc("agent steps per SGD update: the update-to-data ratio", 1, low=1)
     target_sync: int = doc("SGD updates between target network syncs", 1_000, low=1)
     n_steps: int = doc("n-step returns", 1, low=1, high=20)
     double: bool = doc("double DQN target", False)
@@ -196,17 +216,17 @@ class PQNConfig:
     )
     optimizer: str = doc("adam | radam", "radam", choices=OPTIMIZERS)
     max_grad_norm: float = doc("clip the gradient's norm to this; 0 = no clipping", 10.0, low=0.0)
-    lr_decay: bool = doc("decay the learning rate linearly to 0 over pqn.lr_decay_frames", True)
-    lr_decay_frames: int = doc(
-        "frames over which the learning rate decays to 0 (pqn.lr_decay); 0 = run.frames."
-        " Set it to keep a recipe's schedule when run.frames changes",
+    lr_decay: bool = doc("decay the learning rate linearly to 0 over pqn.lr_decay_steps", True)
+    lr_decay_steps: int = doc(
+        "agent steps over which the learning rate decays to 0 (pqn.lr_decay); 0 = run.steps."
+        " Set it to keep a recipe's schedule when run.steps changes (was pqn.lr_decay_frames)",
         0,
         low=0,
     )
     lr_at_stop: float = doc(
         "the learning rate falls linearly with the smoothed training score, from its full "
         "value at pqn.lr_score_from to this factor at run.stop_reward (times the decay over "
-        "frames): an agent that has learnt the game moves less while the training score "
+        "agent steps): an agent that has learnt the game moves less while the training score "
         "catches up, and one that slips back gets its rate back; 1 = the score does not set it",
         1.0,
         low=0.0,
@@ -227,9 +247,11 @@ class ReplayConfig:
 
 @dataclass(frozen=True)
 class ExploreConfig:
-    epsilon_start: float = doc("epsilon at frame 0", 1.0, low=0.0, high=1.0)
-    epsilon_final: float = doc("epsilon after epsilon_frames", 0.02, low=0.0, high=1.0)
-    epsilon_frames: int = doc("frames of the linear decay", 100_000, low=1)
+    epsilon_start: float = doc("epsilon at agent step 0", 1.0, low=0.0, high=1.0)
+    epsilon_final: float = doc("epsilon after epsilon_steps", 0.02, low=0.0, high=1.0)
+    epsilon_steps: int = doc(
+        "agent steps of the linear decay (was explore.epsilon_frames)", 100_000, low=1
+    )
     actor_base: float = doc(
         "parallel mode with actor processes: 0 = every actor follows the schedule above; else "
         "actor i of N keeps the fixed epsilon base^(1 + 7i/(N-1)), as "
@@ -242,12 +264,12 @@ class ExploreConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    every: int = doc("frames between evaluations; 0 = off", 0, low=0)
+    every: int = doc("agent steps between evaluations; 0 = off", 0, low=0)
     episodes: int = doc("games per evaluation", 5, low=1)
     epsilon: float = doc("epsilon while evaluating", 0.01, low=0.0, high=1.0)
     from_reward: float = doc(
         "evaluate only once the smoothed training score has reached this: evaluations "
-        "cost CPU while they could not yet score well; -1000 = from the first frame",
+        "cost CPU while they could not yet score well; -1000 = from the first agent step",
         -1000.0,
     )
 
@@ -278,6 +300,17 @@ SECTIONS: dict[str, type] = {
     if f.name != "name"
 }
 
+# Old name -> new name of every field renamed when "frames" came to mean emulator frames
+# only. Preset files, --set, and the presets that checkpoints and summary.json files of
+# earlier versions saved still use the old names, so they are read as the new ones,
+# silently: a resumed old checkpoint could not act on a note, and docs/log's commands
+# (--frames, --set pqn.lr_decay_frames=...) are history that still runs.
+RENAMED: dict[str, str] = {
+    "run.frames": "run.steps",
+    "pqn.lr_decay_frames": "pqn.lr_decay_steps",
+    "explore.epsilon_frames": "explore.epsilon_steps",
+}
+
 
 def _check(where: str, key: str, value: Any, f: dataclasses.Field, hint: Any) -> Any:
     meta = f.metadata
@@ -301,12 +334,42 @@ def _check(where: str, key: str, value: Any, f: dataclasses.Field, hint: Any) ->
     return value
 
 
+def new_names(source: str, section: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw`` (one section's keys) with every old name of ``RENAMED`` as its new name;
+    ConfigError if one field is given under both."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        new = RENAMED.get(f"{section}.{key}", f"{section}.{key}").partition(".")[2]
+        if new != key and new in raw:
+            raise ConfigError(
+                f"{source}: [{section}] {key} and {new} are both given; {key} is the old "
+                f"name of {new}: give {new} only"
+            )
+        out[new] = value
+    return out
+
+
+def _one_budget(source: str, raw: Mapping[str, Any]) -> None:
+    """run.steps and run.emulator_frames are one budget in two units: not both at once."""
+    if "steps" in raw and raw.get("emulator_frames"):
+        raise ConfigError(
+            f"{source}: [run] steps = {raw['steps']!r} and emulator_frames = "
+            f"{raw['emulator_frames']!r} are both given; the budget is one or the other"
+        )
+
+
 def build_section(source: str, section: str, raw: Mapping[str, Any], base: Any) -> Any:
-    """Return ``base`` with the keys of ``raw`` applied, each checked."""
+    """Return ``base`` with the keys of ``raw`` applied, each checked. Old field names
+    (``RENAMED``) are read as the new ones."""
     cls = SECTIONS[section]
     hints = get_type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}
+    raw = new_names(source, section, raw)
     changes = {}
+    if section == "run":
+        _one_budget(source, raw)
+        if "steps" in raw:  # a budget in steps replaces one in emulator frames given before
+            changes["emulator_frames"] = 0
     for key, value in raw.items():
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
@@ -410,11 +473,45 @@ def _read(name: str | Path) -> tuple[Path, dict[str, Any]]:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
 
 
-def _override(preset: Preset, overrides: list[str]) -> Preset:
+def apply_overrides(preset: Preset, overrides: list[str]) -> Preset:
+    """``preset`` with ``section.key=value`` overrides applied in turn (a later one of a
+    field wins); ConfigError if they give one field under its old and new names, or the
+    budget both in agent steps and in emulator frames."""
+    given: dict[str, tuple[str, str, Any]] = {}  # new section.key -> (item, its key, value)
+    for item in overrides:
+        section, key, value = parse_override(item)
+        name = RENAMED.get(f"{section}.{key}", f"{section}.{key}")
+        if name in given and given[name][1] != key:
+            raise ConfigError(
+                f"--set {given[name][0]} and --set {item}: one field under its old and new "
+                f"names; give {name} only"
+            )
+        given[name] = (item, key, value)
+    steps, frames = given.get("run.steps"), given.get("run.emulator_frames")
+    if steps and frames and frames[2]:
+        raise ConfigError(
+            f"--set {steps[0]} and --set {frames[0]}: a budget in agent steps and one in "
+            "emulator frames; the budget is one or the other"
+        )
     for item in overrides:
         section, key, value = parse_override(item)
         preset = apply(f"--set {item}", preset, {section: {key: value}})
     return preset
+
+
+def steps_budget(preset: Preset, frame_skip: int) -> tuple[Preset, str | None]:
+    """``preset`` with its budget in agent steps: run.emulator_frames, where given, becomes
+    run.steps (divided by the pipeline's ``frame_skip``, rounded up) and is then 0, so the
+    preset a run saves states its budget once. The line saying so, or None."""
+    frames = preset.run.emulator_frames
+    if not frames:
+        return preset, None
+    steps = -(-frames // frame_skip)
+    line = (
+        f"budget: run.emulator_frames {frames:,} = run.steps {steps:,} agent steps "
+        f"(frame skip {frame_skip})"
+    )
+    return preset.replace("run", steps=steps, emulator_frames=0), line
 
 
 def _base(name: str | Path) -> tuple[Path, Preset, Any]:
@@ -428,7 +525,7 @@ def load_preset(name: str | Path, overrides: list[str] = ()) -> Preset:
     """Read a preset file, then apply ``section.key=value`` overrides (TOML values).
     In an ablation preset this is the base the variants change."""
     _, base, _ = _base(name)
-    return _override(base, list(overrides))
+    return apply_overrides(base, list(overrides))
 
 
 def load_variants(name: str | Path, overrides: list[str] = ()) -> list[tuple[str, Preset]]:
@@ -447,7 +544,7 @@ def load_variants(name: str | Path, overrides: list[str] = ()) -> list[tuple[str
         if label in (v[0] for v in variants):
             raise ConfigError(f"{path}: variant {i}: name {label!r} is used twice")
         preset = apply(f"{path}: variant {i} ({label})", base, changes)
-        variants.append((label, _override(preset, list(overrides))))
+        variants.append((label, apply_overrides(preset, list(overrides))))
     return variants
 
 
@@ -466,7 +563,11 @@ def parse_override(item: str) -> tuple[str, str, Any]:
 
 def describe_fields() -> str:
     """Every preset field with its default and doc, for ``--help``."""
-    lines = []
+    lines = [
+        "Old names still read: "
+        + ", ".join(f"{old} (now {new})" for old, new in RENAMED.items())
+        + "."
+    ]
     for section, cls in SECTIONS.items():
         lines.append(f"[{section}]")
         for f in dataclasses.fields(cls):

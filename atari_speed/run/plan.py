@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from atari_speed.agent.networks import pick_device
-from atari_speed.core.config import Preset
+from atari_speed.core.config import Preset, steps_budget
 from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import make_env, resolve_game, resolve_pipeline
 
@@ -55,12 +55,17 @@ class Plan:
     @property
     def frame_skip(self) -> int:
         """Emulator frames per agent step (MaxAndSkip's skip)."""
-        return next((s["skip"] for s in self.pipeline["stages"] if s["wrapper"] == "MaxAndSkip"), 1)
+        return frame_skip(self.pipeline)
 
     @property
     def frame_shape(self) -> tuple[int, ...]:
         """One frame of an observation, ``(C, H, W)``: what the replay stores per step."""
         return (self.obs_shape[0] // self.stack, *self.obs_shape[1:])
+
+
+def frame_skip(pipeline: dict[str, Any]) -> int:
+    """Emulator frames per agent step of a resolved pipeline: MaxAndSkip's skip, else 1."""
+    return next((s["skip"] for s in pipeline["stages"] if s["wrapper"] == "MaxAndSkip"), 1)
 
 
 def require_ray() -> Any:
@@ -76,7 +81,9 @@ def require_ray() -> Any:
 
 
 def make_plan(preset: Preset, choices: dict[str, Any] | None = None) -> Plan:
-    """Resolve ``preset`` into a plan; ConfigError if an ``auto`` field is left unchosen."""
+    """Resolve ``preset`` into a plan; ConfigError if an ``auto`` field is left unchosen.
+    A budget in emulator frames becomes one in agent steps here, where the pipeline's
+    frame skip is known."""
     run, env = preset.run, preset.env
     if "auto" in (run.mode, env.backend, run.precision) or run.envs == 0:
         raise ConfigError(
@@ -94,6 +101,10 @@ def make_plan(preset: Preset, choices: dict[str, Any] | None = None) -> Plan:
     obs_shape, actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
     probe.close()
     choices = dict(choices or {})
+    preset, budget = steps_budget(preset, frame_skip(pipeline))
+    if budget:
+        print(budget, flush=True)
+        choices.setdefault("why", []).append(budget)
     if run.mode == "parallel" and run.actors == 0:
         choices.setdefault("why", []).append(
             "mode n-env: parallel with run.actors = 0 runs the same actor in this process"

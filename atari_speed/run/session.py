@@ -97,7 +97,7 @@ class Run:
 
     def decay_progress(self) -> float:
         """How far PQN's learning rate has decayed (0..1): it is its start times (1 - this),
-        the schedules of ``lr_factor`` (frames, and the smoothed training score)."""
+        the schedules of ``lr_factor`` (agent steps, and the smoothed training score)."""
         return 1.0 - lr_factor(self.preset, self.frames, self.tracker.scores.smoothed)
 
     @property
@@ -109,7 +109,7 @@ class Run:
         run = self.preset.run
         out_of_time = run.seconds > 0 and self.tracker.seconds >= run.seconds
         solved = self.tracker.scores.solved_at is not None
-        return self.frames >= run.frames or solved or out_of_time
+        return self.frames >= run.steps or solved or out_of_time
 
     # ------------------------------------------------------------ learning
 
@@ -165,11 +165,11 @@ class Run:
         try:
             saved_at = load_replay(self.saved_replay, replay)
         except ConfigError as err:
-            print(f"--resume: {err}; refilling {self.preset.replay.initial:,} frames first")
+            print(f"--resume: {err}; refilling {self.preset.replay.initial:,} transitions first")
             return
         self.restored = len(replay)
         self.updates_at_start = self.learner.updates - self.schedule.due(self.restored)
-        when = "" if saved_at == self.frames else f", saved at frame {saved_at:,}"
+        when = "" if saved_at == self.frames else f", saved at agent step {saved_at:,}"
         print(
             f"--resume: {self.restored:,} transitions restored from {self.saved_replay} in "
             f"{time.perf_counter() - started:.1f} s{when}"
@@ -197,7 +197,7 @@ class Run:
             self.checkpoint("best.pt", weights_only=True)
 
     def periodic(self, buffer_fill: float) -> None:
-        """Logs, checkpoints and evaluation, each when its interval of frames has passed."""
+        """Logs, checkpoints and evaluation, each when its interval of agent steps has passed."""
         run = self.preset.run
         if self.learner.updates > self.updates_at_start:
             self.tracker.learning_started()

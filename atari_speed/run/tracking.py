@@ -1,8 +1,11 @@
-"""What a run reports: game scores, the frame counter, TensorBoard, the progress bar and
+"""What a run reports: game scores, the step counter, TensorBoard, the progress bar and
 summary.json.
 
-``Tracker`` owns the run's one frame counter (agent steps summed over all envs); the loops
-advance it and everything else reads it.
+``Tracker`` owns the run's one step counter (agent steps summed over all envs; its
+``frames`` attribute, an older name); the loops advance it and everything else reads it.
+summary.json says ``steps`` for agent steps and ``emulator_frames`` for ALE's frames
+(steps x the frame skip); summaries of earlier versions said ``frames`` for agent steps,
+which ``summary_steps`` reads too.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ LINE_EVERY = 30.0  # seconds between progress lines when the output is not a ter
 @dataclass
 class Scores:
     """Whole-game scores: the count, the last, the smoothed (EMA) and its best, and when
-    (seconds, frames) the smoothed score first reached each milestone and ``stop_reward``
+    (seconds, agent steps) the smoothed score first reached each milestone and ``stop_reward``
     (solved)."""
 
     stop_reward: float
@@ -73,19 +76,24 @@ class Record:
     scores: Scores
     eval_reward: float | None = None  # the last evaluation's mean: the last greedy score
     best_eval: float | None = None
-    # (seconds, frames) of the first evaluation whose mean reached stop_reward: the greedy
+    # (seconds, agent steps) of the first evaluation whose mean reached stop_reward: the greedy
     # agent's solve, beside the training games' smoothed one
     eval_solved_at: tuple[float, int] | None = None
     evaluations: list[dict[str, float]] = field(default_factory=list)
-    learning_from: tuple[float, int] | None = None  # (seconds, frames) of the 1st update
+    learning_from: tuple[float, int] | None = None  # (seconds, steps) of the 1st update
     # Wall time of the runs before this process's; in a checkpoint, all of it up to then.
     seconds_before: float = 0.0
     choices: dict[str, Any] = field(default_factory=dict)  # auto's, and the mode's loop's
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
-        """The record ``dataclasses.asdict`` made ``data`` of."""
+        """The record ``dataclasses.asdict`` made ``data`` of. Evaluations saved by earlier
+        versions say ``frames`` for their agent steps: read as ``steps``."""
         data = dict(data)
+        data["evaluations"] = [
+            {("steps" if k == "frames" else k): v for k, v in e.items()}
+            for e in data.get("evaluations", [])
+        ]
         try:
             return cls(scores=Scores(**data.pop("scores")), **data)
         except TypeError as err:  # a field this version does not know: a newer checkpoint
@@ -135,8 +143,8 @@ class Tracker:
         self.held = False
         self._cut: tuple[int | None, int] | None = None  # drop_logs_after's, when held
         self.bar = tqdm(
-            total=plan.preset.run.frames,
-            unit="frame",
+            total=plan.preset.run.steps,
+            unit="step",
             dynamic_ncols=True,
             smoothing=0.05,
             disable=None,
@@ -187,7 +195,7 @@ class Tracker:
         improved = self.scores.add(game, seconds, self.frames)
         with open(self.scores_path, "a") as log:  # the curve against wall time
             if log.tell() == 0:
-                log.write("seconds,frames,score,smoothed\n")
+                log.write("seconds,steps,score,smoothed\n")
             log.write(f"{seconds:.2f},{self.frames},{game.score:g},{self.scores.smoothed:.4f}\n")
         w, f = self.writer, self.frames
         w.add_scalar("episode/reward", game.score, f)
@@ -233,10 +241,10 @@ class Tracker:
         self.write_summary()
 
     def progress_line(self) -> str:
-        """Frames, FPS, games, smoothed and greedy score, epsilon, loss and the time left
-        to the budget, on one line."""
+        """Agent steps, FPS, games, smoothed and greedy score, epsilon, loss and the time
+        left to the budget, on one line."""
         run = self.plan.preset.run
-        parts = [f"frames {self.frames:,}/{run.frames:,} ({self.frames / run.frames:.0%})"]
+        parts = [f"steps {self.frames:,}/{run.steps:,} ({self.frames / run.steps:.0%})"]
         parts.append(f"{self.fps:,.0f} FPS")
         parts.append(f"games {self.scores.episodes:,}")
         smoothed = self.scores.smoothed
@@ -247,8 +255,8 @@ class Tracker:
             parts.append(f"eps {self.epsilon:.3f}")
         if self.loss is not None:
             parts.append(f"loss {self.loss:.4g}")
-        # A run ends on a whole rollout or batch, a little past run.frames: nothing left then.
-        left = max(run.frames - self.frames, 0) / self.fps if self.fps > 0 else None
+        # A run ends on a whole rollout or batch, a little past run.steps: nothing left then.
+        left = max(run.steps - self.frames, 0) / self.fps if self.fps > 0 else None
         if run.seconds > 0:
             by_clock = max(run.seconds - self.seconds, 0.0)
             left = by_clock if left is None else min(left, by_clock)
@@ -270,23 +278,23 @@ class Tracker:
             self.writer.add_scalar(tag, row["share"], self.frames)
 
     def evaluated(
-        self, reward: float, frames: int, seconds: float, cpu_seconds: float = 0.0
+        self, reward: float, steps: int, seconds: float, cpu_seconds: float = 0.0
     ) -> bool:
-        """Record the mean score of an evaluation of the weights at ``frames`` (and
-        ``seconds``); True if it is the best so far."""
+        """Record the mean score of an evaluation of the weights at agent step ``steps``
+        (and ``seconds``); True if it is the best so far."""
         record = self.record
         record.eval_reward = reward
         record.evaluations.append(
             {
-                "frames": frames,
+                "steps": steps,
                 "seconds": round(seconds, 2),
                 "reward": reward,
                 "cpu_seconds": round(cpu_seconds, 2),
             }
         )
-        self.writer.add_scalar("eval/reward", reward, frames)
+        self.writer.add_scalar("eval/reward", reward, steps)
         if record.eval_solved_at is None and reward >= self.plan.preset.run.stop_reward:
-            record.eval_solved_at = (seconds, frames)
+            record.eval_solved_at = (seconds, steps)
         if self.lines:
             self.print_line()
         if record.best_eval is None or reward > record.best_eval:
@@ -298,7 +306,7 @@ class Tracker:
         seconds, record, preset = self.seconds, self.record, self.plan.preset
         s, greedy = record.scores, record.eval_solved_at
         return {
-            "frames": self.frames,
+            "steps": self.frames,
             "emulator_frames": self.frames * self.plan.frame_skip,
             "seconds": round(seconds, 2),
             "fps": round(self.frames / seconds, 1) if seconds > 0 else 0.0,
@@ -311,13 +319,13 @@ class Tracker:
             "best_eval_reward": record.best_eval,
             # the greedy agent's solve: the first evaluation whose mean reached stop_reward
             "eval_solved_at_seconds": None if greedy is None else round(greedy[0], 2),
-            "eval_solved_at_frames": None if greedy is None else greedy[1],
+            "eval_solved_at_steps": None if greedy is None else greedy[1],
             "evaluations": record.evaluations,
             "solved": s.solved_at is not None,
             "solved_at_seconds": None if s.solved_at is None else round(s.solved_at[0], 2),
-            "solved_at_frames": None if s.solved_at is None else s.solved_at[1],
+            "solved_at_steps": None if s.solved_at is None else s.solved_at[1],
             "reached": {
-                level: {"seconds": round(when[0], 2), "frames": when[1]}
+                level: {"seconds": round(when[0], 2), "steps": when[1]}
                 for level, when in s.reached.items()
             },
             "mode": self.plan.mode,
@@ -333,12 +341,12 @@ class Tracker:
         }
 
     def update_to_data(self) -> dict[str, Any]:
-        """Gradient samples per frame: DQN's batch per train_every frames; PQN's epochs
+        """Gradient samples per agent step: DQN's batch per train_every steps; PQN's epochs
         over every transition of a rollout."""
         return update_schedule(self.plan.preset, self.plan.total_envs).update_to_data()
 
     def fps_after_warmup(self) -> float | None:
-        """Frames per second since the first SGD update: the training speed proper."""
+        """Agent steps per second since the first SGD update: the training speed proper."""
         if self.record.learning_from is None:
             return None
         start_seconds, start_frames = self.record.learning_from
@@ -383,7 +391,7 @@ class Tracker:
         self.record = record
         self.frames = frames
         self._window = (time.perf_counter(), frames)
-        self.bar.reset(total=self.plan.preset.run.frames)
+        self.bar.reset(total=self.plan.preset.run.steps)
         self.bar.update(frames)
         self.held = True
         self._cut = (stats.get("scores_bytes"), frames) if own_logs else None
@@ -419,7 +427,7 @@ class Tracker:
         )
         print(
             f"--resume: {path}: the last {rows:,} rows dropped (games logged after the "
-            f"checkpoint at {frames:,} frames, or a row cut mid-write){lost}; those frames "
+            f"checkpoint at {frames:,} agent steps, or a row cut mid-write){lost}; those steps "
             "are played again",
             flush=True,
         )
@@ -438,6 +446,16 @@ class Tracker:
                 first = first or err
         if first is not None:
             raise first
+
+
+def summary_steps(data: dict[str, Any], key: str = "steps") -> Any:
+    """``data[key]`` of a summary.json, or of one of its evaluations or reached levels,
+    under its name before agent steps were called steps (``steps`` was ``frames``,
+    ``solved_at_steps`` was ``solved_at_frames``, ...) where the new one is absent: the
+    runs/ of earlier versions are still reported. None if neither is there."""
+    if key in data:
+        return data[key]
+    return data.get(key.replace("steps", "frames"))
 
 
 def _clock(seconds: float) -> str:

@@ -145,9 +145,9 @@ def finish(run: Run, failing: bool) -> dict[str, dict[str, Any]] | None:
 
 
 def write_profile(run: Run) -> dict[str, dict[str, Any]]:
-    """Every process's profile: to profile.json, and TensorBoard at the last frame."""
+    """Every process's profile: to profile.json, and TensorBoard at the last agent step."""
     processes = {"main": run.prof.report(), **run.profiles}
-    text = json.dumps({"frames": run.frames, "processes": processes}, indent=2)
+    text = json.dumps({"steps": run.frames, "processes": processes}, indent=2)
     write_text_atomic(run.run_dir / "profile.json", text)
     for name, report in processes.items():
         run.tracker.log_profile("" if name == "main" else name, report)

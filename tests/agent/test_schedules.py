@@ -1,4 +1,4 @@
-"""Exploration and the update-to-data schedules: DQN's per frame, PQN's per rollout."""
+"""Exploration and the update-to-data schedules: DQN's per agent step, PQN's per rollout."""
 
 from __future__ import annotations
 
@@ -17,28 +17,36 @@ from atari_speed.core.config import ExploreConfig, load_preset
 
 
 def test_epsilon_decays_linearly_then_stays():
-    explore = ExploreConfig(epsilon_start=1.0, epsilon_final=0.1, epsilon_frames=1000)
+    explore = ExploreConfig(epsilon_start=1.0, epsilon_final=0.1, epsilon_steps=1000)
     assert epsilon_at(explore, 0) == 1.0
     assert epsilon_at(explore, 500) == pytest.approx(0.55)
     assert epsilon_at(explore, 1000) == pytest.approx(0.1)
     assert epsilon_at(explore, 10**9) == pytest.approx(0.1)
 
 
-def test_learning_rate_follows_frames_and_the_smoothed_score():
+def test_learning_rate_follows_steps_and_the_smoothed_score():
     preset = load_preset(
         "pong-fast",
-        ["run.frames=1000", "run.stop_reward=18.0", "pqn.lr_at_stop=0.2", "pqn.lr_score_from=0.0"],
+        ["run.steps=1000", "run.stop_reward=18.0", "pqn.lr_at_stop=0.2", "pqn.lr_score_from=0.0"],
     )
-    assert lr_factor(preset, 0, None) == 1.0  # no game yet: frames alone
+    assert lr_factor(preset, 0, None) == 1.0  # no game yet: steps alone
     assert lr_factor(preset, 250, -20.0) == pytest.approx(0.75)  # below lr_score_from
     assert lr_factor(preset, 0, 9.0) == pytest.approx(0.6)  # half way to stop_reward
     assert lr_factor(preset, 500, 9.0) == pytest.approx(0.3)  # the two multiply
     assert lr_factor(preset, 0, 30.0) == pytest.approx(0.2)  # never below lr_at_stop
-    assert lr_factor(preset, 2000, 0.0) == 0.0  # past the frame horizon
+    assert lr_factor(preset, 2000, 0.0) == 0.0  # past the step horizon
     flat = load_preset("pong-fast", ["pqn.lr_decay=false", "pqn.lr_at_stop=0.2"])
     assert lr_factor(flat, 10**9, 9.0) == pytest.approx(0.6)  # the score's part alone
-    off = load_preset("pong-fast", ["run.frames=1000"])
+    off = load_preset("pong-fast", ["run.steps=1000"])
     assert lr_factor(off, 500, 17.0) == pytest.approx(0.5)  # lr_at_stop 1: score ignored
+
+
+def test_the_learning_rate_decays_over_lr_decay_steps_where_given_else_the_budget():
+    own = load_preset("pong-fast", ["run.steps=1000", "pqn.lr_decay_steps=4000"])
+    assert lr_factor(own, 1000, None) == pytest.approx(0.75)
+    # the old name, as docs/log's commands give it, sets the same field
+    old = load_preset("pong-fast", ["run.frames=1000", "pqn.lr_decay_frames=4000"])
+    assert old == own
 
 
 def test_a_score_schedule_must_start_below_the_stop_reward():

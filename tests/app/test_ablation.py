@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from atari_speed.app.ablation import SCORE_COLUMNS, markdown, read_scores, with_deltas
+from atari_speed.app.ablation import SCORE_COLUMNS, markdown, read_scores, row, with_deltas
 from atari_speed.core.config import ConfigError, load_variants
 from tests.scripts import run_script, train_here
 
@@ -24,7 +24,7 @@ TWO_VARIANTS = """
 [run]
 mode = "n-env"
 envs = 2
-frames = 200
+steps = 200
 log_every = 50
 [env]
 pipeline = "book"
@@ -55,8 +55,8 @@ def test_shipped_ablation_presets_load_every_variant(name):
 
 
 def test_command_line_overrides_apply_to_every_variant():
-    variants = load_variants("mode-ablation", ["run.frames=1234", "dqn.learning_rate=3e-4"])
-    assert {p.run.frames for _, p in variants} == {1234}
+    variants = load_variants("mode-ablation", ["run.steps=1234", "dqn.learning_rate=3e-4"])
+    assert {p.run.steps for _, p in variants} == {1234}
     assert {p.dqn.learning_rate for _, p in variants} == {3e-4}
     assert [p.run.envs for _, p in variants][1:5] == [1, 2, 4, 8]  # the variants' own
 
@@ -89,7 +89,7 @@ def test_table_deltas_are_against_the_first_row():
                 "fps": 100.0,
                 "seconds": 600.0,
                 "solved": True,
-                "frames_to_solve": 5000,
+                "steps_to_solve": 5000,
                 "best_avg_reward": 18.2,
                 "interrupted": False,
                 "to_seconds": {"-15": 120.0, "0": 330.0, "18": 600.0},
@@ -100,7 +100,7 @@ def test_table_deltas_are_against_the_first_row():
                 "fps": 150.0,
                 "seconds": 300.0,
                 "solved": False,
-                "frames_to_solve": None,
+                "steps_to_solve": None,
                 "best_avg_reward": None,
                 "interrupted": False,
             },
@@ -116,6 +116,25 @@ def test_table_deltas_are_against_the_first_row():
     assert "| b | 150.0 | +50.0% | 5.0 min (budget, not solved) | -50.0% |  |  |  |  |  |" in text
 
 
+@pytest.mark.parametrize("steps", ["steps", "frames"], ids=["steps", "earlier frames"])
+def test_a_row_reads_a_summary_of_this_version_or_an_earlier_one(steps):
+    # runs/ of earlier versions said frames (and solved_at_frames) for agent steps
+    summary = {
+        steps: 900,
+        f"solved_at_{steps}": 800,
+        "solved": True,
+        "fps": 10.0,
+        "seconds": 90.0,
+        "solved_at_seconds": 80.0,
+        "best_avg_reward": 18.1,
+        "reached": {"18": {"seconds": 80.0, steps: 800}},
+        "preset": {"run": {"stop_reward": 18.0}},
+    }
+    r = row("a", Path("runs/a"), summary)
+    assert (r["steps"], r["steps_to_solve"], r["seconds"]) == (900, 800, 80.0)
+    assert "| a | 10.0 | +0.0% | 1.3 min | +0.0% | 800 |" in markdown("t", with_deltas([r]))
+
+
 def test_two_variant_ablation_end_to_end(tmp_path):
     preset = tmp_path / "tiny-ablation.toml"
     preset.write_text(TWO_VARIANTS)
@@ -124,7 +143,7 @@ def test_two_variant_ablation_end_to_end(tmp_path):
     assert out.returncode == 0, out.stderr
     rows = json.loads((parent / "ablation.json").read_text())["rows"]
     assert [r["variant"] for r in rows] == ["opencv, 2 envs", "numpy, 1 env"]
-    assert all(r["frames"] == 200 and r["fps"] > 0 for r in rows)
+    assert all(r["steps"] == 200 and r["fps"] > 0 for r in rows)
     assert rows[0]["delta_fps"] == 0.0 and rows[1]["delta_fps"] is not None
     table = (parent / "ablation.md").read_text()
     assert "| opencv, 2 envs |" in table and "| numpy, 1 env |" in table
@@ -152,7 +171,7 @@ def test_seeds_train_the_preset_once_per_seed_with_one_table(tmp_path):
     assert [r["variant"] for r in rows] == ["seed 3", "seed 4"]
     for r, seed in zip(rows, (3, 4), strict=True):
         summary = json.loads((tmp_path / r["run_dir"].split("/")[-1] / "summary.json").read_text())
-        assert summary["preset"]["run"]["seed"] == seed and summary["frames"] == 64
+        assert summary["preset"]["run"]["seed"] == seed and summary["steps"] == 64
 
 
 @pytest.mark.ray
@@ -167,7 +186,7 @@ def test_seeds_at_once_as_ray_tasks_each_on_its_own_core(tmp_path):
     assert out.stdout.count("(cores [") == 2
     for r in table["rows"]:
         summary = json.loads((Path(r["run_dir"]) / "summary.json").read_text())
-        assert summary["frames"] == 64 and summary["torch_threads"] == share
+        assert summary["steps"] == 64 and summary["torch_threads"] == share
 
 
 def test_read_scores_gives_one_row_a_game_in_the_file_columns(tmp_path):

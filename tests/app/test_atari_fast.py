@@ -22,7 +22,7 @@ def test_an_unknown_game_is_one_line_naming_close_games():
 
 def test_atari_fast_spends_10m_emulator_frames_and_has_no_solved_score():
     preset = load_preset("atari-fast")
-    assert preset.run.frames * 4 == 10_000_000
+    assert preset.run.steps * 4 == 10_000_000
     assert math.isinf(preset.run.stop_reward) and preset.run.stop_reward > 0
     assert (preset.dqn.algorithm, preset.env.pipeline) == ("pqn", "small-maxpool")
 

@@ -66,7 +66,7 @@ def test_play_scores_whole_games_as_json(run_dir):
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1
     result = json.loads(lines[0])
-    assert result["game"] == "pong" and result["frames_trained"] == 120
+    assert result["game"] == "pong" and result["steps_trained"] == 120
     assert len(result["episodes"]) == 2
     for game in result["episodes"]:
         assert -21 <= game["r"] <= 21 and game["l"] > 0 and game["frames"] >= 4 * game["l"]
@@ -287,4 +287,4 @@ def test_playing_loads_no_training_module(untrained_checkpoint):
     )
     assert loaded == []
     result = json.loads(stdout)
-    assert result["frames_trained"] == 0 and [g["frames"] for g in result["episodes"]] == [60]
+    assert result["steps_trained"] == 0 and [g["frames"] for g in result["episodes"]] == [60]

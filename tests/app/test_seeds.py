@@ -16,23 +16,35 @@ from atari_speed.core.errors import ConfigError
 
 
 def fake_run(
-    path, seed, reached, frames, solved, fps=1000.0, greedy=None, play=None, evaluations=()
+    path,
+    seed,
+    reached,
+    frames,
+    solved,
+    fps=1000.0,
+    greedy=None,
+    play=None,
+    evaluations=(),
+    old=False,
 ):
+    """A run directory; ``old``: its summary.json as earlier versions wrote it, saying
+    frames (run.frames, solved_at_frames, ...) for agent steps."""
     path.mkdir(parents=True)
+    steps = "frames" if old else "steps"
     summary = {
-        "frames": frames,
+        steps: frames,
         "seconds": frames / fps,
         "fps": fps,
         "fps_after_warmup": fps,
         "solved": solved,
         "best_avg_reward": 18.2 if solved else 5.0,
-        "eval_solved_at_frames": greedy,
-        "evaluations": [{"frames": f, "reward": r} for f, r in evaluations],
-        "reached": {k: {"frames": f, "seconds": f / fps} for k, f in reached.items()},
-        "preset": {"run": {"stop_reward": 18.0, "frames": 1_500_000, "seconds": 0.0}},
+        f"eval_solved_at_{steps}": greedy,
+        "evaluations": [{steps: f, "reward": r} for f, r in evaluations],
+        "reached": {k: {steps: f, "seconds": f / fps} for k, f in reached.items()},
+        "preset": {"run": {"stop_reward": 18.0, steps: 1_500_000, "seconds": 0.0}},
     }
     (path / "summary.json").write_text(json.dumps(summary))
-    (path / "scores.csv").write_text("seconds,frames,score,smoothed\n1,1000,-21,-21\n")
+    (path / "scores.csv").write_text(f"seconds,{steps},score,smoothed\n1,1000,-21,-21\n")
     if play is not None:
         (path / "play.json").write_text(json.dumps({"mean": play}))
     return path
@@ -68,15 +80,20 @@ def test_table_reports_each_seed_then_median_and_worst(tmp_path):
     assert json.loads((tmp_path / "seeds.json").read_text())["seeds"][2]["solved"] is False
 
 
-def test_stability_columns_say_whether_the_greedy_agent_stayed_solved(tmp_path):
+OLD_AND_NEW = pytest.mark.parametrize("old", [False, True], ids=["steps", "earlier frames"])
+
+
+@OLD_AND_NEW
+def test_stability_columns_say_whether_the_greedy_agent_stayed_solved(tmp_path, old):
     evals = [(600_000, 10.0), (700_000, 19.0), (800_000, 12.5), (900_000, 20.0)]
     reached = {"-15": 500_000, "0": 600_000, "18": 1_000_000}
-    fake_run(tmp_path / "s0", 0, reached, 1_000_000, True, greedy=700_000, evaluations=evals)
-    fake_run(tmp_path / "s1", 1, reached, 1_000_000, True, greedy=900_000, evaluations=evals)
-    fake_run(
-        tmp_path / "s2", 2, {"0": 600_000}, 1_200_000, False, greedy=800_000, evaluations=evals
-    )
+    both = {"evaluations": evals, "old": old}
+    fake_run(tmp_path / "s0", 0, reached, 1_000_000, True, greedy=700_000, **both)
+    fake_run(tmp_path / "s1", 1, reached, 1_000_000, True, greedy=900_000, **both)
+    fake_run(tmp_path / "s2", 2, {"0": 600_000}, 1_200_000, False, greedy=800_000, **both)
     results = [read_result(s, tmp_path / f"s{s}") for s in range(3)]
+    assert [r.frames for r in results] == [1_000_000, 1_000_000, 1_200_000]
+    assert results[0].to_frames == reached and results[2].greedy_frames == 800_000
     # the low counts from the greedy solve on, not the evaluations before it
     assert [r.greedy_low for r in results] == [12.5, 20.0, 12.5]
     rows = {line.split("|")[1].strip(): line for line in table(results).splitlines() if "|" in line}
@@ -96,10 +113,11 @@ def test_fps_alone_sets_the_minutes(tmp_path):
     assert "1,500 FPS measured alone" in fast
 
 
-def test_a_run_is_finished_when_solved_or_out_of_budget(tmp_path):
-    fake_run(tmp_path / "a", 0, {"18": 1}, 900_000, True)
-    fake_run(tmp_path / "b", 0, {}, 1_500_000, False)
-    fake_run(tmp_path / "c", 0, {}, 700_000, False)
+@OLD_AND_NEW
+def test_a_run_is_finished_when_solved_or_out_of_budget(tmp_path, old):
+    fake_run(tmp_path / "a", 0, {"18": 1}, 900_000, True, old=old)
+    fake_run(tmp_path / "b", 0, {}, 1_500_000, False, old=old)
+    fake_run(tmp_path / "c", 0, {}, 700_000, False, old=old)
     assert finished(tmp_path / "a") and finished(tmp_path / "b")
     assert not finished(tmp_path / "c") and not finished(tmp_path / "missing")
 

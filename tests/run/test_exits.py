@@ -72,7 +72,7 @@ def test_a_full_disk_at_the_checkpoint_says_so_in_one_line_and_keeps_the_last_go
     ]
     assert leftovers(tmp_path) == []
     assert load_checkpoint(tmp_path / "checkpoint.pt").frames == 150
-    assert json.loads((tmp_path / "summary.json").read_text())["frames"] == 300
+    assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 300
 
 
 def test_a_full_disk_under_tensorboard_ends_the_run_in_one_line(

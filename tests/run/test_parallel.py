@@ -33,7 +33,7 @@ def actor_process(version: int, fixed: float | None, start_frames: int, frames: 
     """The state ActorProcess.epsilon reads, without starting a process."""
     from atari_speed.core.config import ExploreConfig
 
-    explore = ExploreConfig(epsilon_start=1.0, epsilon_final=0.1, epsilon_frames=1000)
+    explore = ExploreConfig(epsilon_start=1.0, epsilon_final=0.1, epsilon_steps=1000)
     return SimpleNamespace(
         version=version,
         fixed_epsilon=fixed,

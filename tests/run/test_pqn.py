@@ -37,7 +37,7 @@ def pqn_run(tmp_path_factory) -> Path:
 
 def test_pqn_trains_on_whole_rollouts(pqn_run):
     summary = json.loads((pqn_run / "summary.json").read_text())
-    assert summary["mode"] == "n-env" and summary["frames"] == 1024
+    assert summary["mode"] == "n-env" and summary["steps"] == 1024
     assert summary["preset"]["dqn"]["algorithm"] == "pqn"
     data = load_checkpoint(pqn_run / "checkpoint.pt")
     # 1024 frames / (4 envs x 16 steps) = 16 rollouts, each 2 epochs x 2 minibatches
@@ -66,7 +66,7 @@ def test_play_plays_a_pqn_checkpoint(pqn_run):
     out = play_here(*args)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert len(result["episodes"]) == 1 and result["frames_trained"] == 1024
+    assert len(result["episodes"]) == 1 and result["steps_trained"] == 1024
 
 
 def test_pqn_refuses_what_it_cannot_run(tmp_path):
@@ -96,7 +96,7 @@ def test_pqn_in_parallel_mode_trains_on_the_actors_rollouts(tmp_path):
     rollout = 8 * 16
     assert summary["update_to_data"]["rollout"] == rollout
     frames, updates = (
-        summary["frames"],
+        summary["steps"],
         load_checkpoint(tmp_path / "checkpoint.pt").learner["updates"],
     )
     # 2 epochs x 2 minibatches per rollout trained on; every frame the actors stepped is

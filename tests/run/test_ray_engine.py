@@ -148,7 +148,7 @@ def wait_for_frames(proc: subprocess.Popen, run_dir: Path, frames: int) -> dict:
     while time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.5)
         with_summary = (run_dir / "summary.json").is_file()
-        if with_summary and summary(run_dir)["frames"] >= frames:
+        if with_summary and summary(run_dir)["steps"] >= frames:
             return summary(run_dir)
     raise AssertionError(f"no training progress; stderr: {proc.communicate()[1][-2000:]}")
 
@@ -160,7 +160,7 @@ def test_two_ray_actors_end_to_end(tmp_path):
     s = summary(tmp_path)
     assert s["mode"] == "parallel" and s["envs"] == 4 and s["choices"]["engine"] == "ray"
     data = load_checkpoint(tmp_path / "checkpoint.pt")
-    assert data.frames == s["frames"] >= 600
+    assert data.frames == s["steps"] >= 600
     # The update-to-data ratio holds exactly: one update per 4 frames after the warm-up.
     assert data.learner["updates"] == (data.frames - 200) // 4
     assert (tmp_path / "replay.npz").is_file()
@@ -178,7 +178,7 @@ def test_pqn_on_two_ray_actors_trains_on_whole_rollouts(tmp_path):
     assert s["mode"] == "parallel" and s["envs"] == 4 and s["choices"]["engine"] == "ray"
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     rollout = 4 * 16
-    assert data.frames == s["frames"] >= 640
+    assert data.frames == s["steps"] >= 640
     updates = data.learner["updates"]
     assert updates % 4 == 0  # 2 epochs x 2 minibatches a rollout, only whole rollouts
     # Actors play at most one rollout past the one the learner trains on: every frame
@@ -204,10 +204,10 @@ def test_a_killed_ray_actor_is_restarted_and_the_run_completes(tmp_path, args):
     assert proc.returncode == 0, err
     assert "ray actor 1 died" in out and "restarted it (1 of 3)" in out
     s = summary(tmp_path)
-    assert s["frames"] >= 2000 and s["choices"]["actor_restarts"] == 1
+    assert s["steps"] >= 2000 and s["choices"]["actor_restarts"] == 1
     if args is PQN_RAY_RUN:  # the learner kept training after the restart, not stalled
         updates = load_checkpoint(tmp_path / "checkpoint.pt").learner["updates"]
-        assert updates // 4 >= s["frames"] // (4 * 16) - 2
+        assert updates // 4 >= s["steps"] // (4 * 16) - 2
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(tmp_path)).Reload()
@@ -351,7 +351,7 @@ def test_a_run_trains_with_one_actor_on_each_node_of_a_two_node_cluster(cluster,
     per_actor = s["choices"]["actor_frames"]
     # Every frame counted once: each actor's are whole batches (16 steps x 2 envs), and
     # theirs add up to the run's; one update per 4 frames after the 200 of warm-up.
-    assert data.frames == s["frames"] == sum(per_actor) >= 600
+    assert data.frames == s["steps"] == sum(per_actor) >= 600
     assert all(n > 0 and n % 32 == 0 for n in per_actor), per_actor
     assert data.learner["updates"] == (data.frames - 200) // 4
     assert ray_processes(proc.pid) == []  # nothing of its own left running
@@ -486,7 +486,7 @@ def test_a_node_lost_mid_run_restarts_its_actor_elsewhere_or_ends_in_one_line(tm
         assert proc.returncode == 0, err
         assert f"ray actor {moved} died" in out
         assert f"restarted it (1 of 3) on node {head[:12]}" in out
-        assert s["choices"]["actor_nodes"] == [head, head] and s["frames"] >= 1200
+        assert s["choices"]["actor_nodes"] == [head, head] and s["steps"] >= 1200
         assert s["choices"]["actor_restarts"] == 1
     else:
         # The progress lines and Ray's own log lines come before it; no traceback.
@@ -497,7 +497,7 @@ def test_a_node_lost_mid_run_restarts_its_actor_elsewhere_or_ends_in_one_line(tm
             "node (`ray start --address ...`, docs/scale.md) or run fewer actors (run.actors)"
         )
     data = load_checkpoint(tmp_path / "checkpoint.pt")  # saved either way, with the replay
-    assert data.frames == s["frames"] == sum(s["choices"]["actor_frames"]) > 400
+    assert data.frames == s["steps"] == sum(s["choices"]["actor_frames"]) > 400
     assert data.learner["updates"] == (data.frames - 200) // 4
     assert (tmp_path / "replay.npz").is_file()
 
@@ -516,7 +516,7 @@ def test_concurrent_runs_go_to_the_cluster_as_tasks(cluster, tmp_path):
     assert [r["variant"] for r in table["rows"]] == ["seed 0", "seed 1"]
     for r in table["rows"]:
         s = json.loads((Path(r["run_dir"]) / "summary.json").read_text())
-        assert s["frames"] == 64 and s["torch_threads"] == 1
+        assert s["steps"] == 64 and s["torch_threads"] == 1
     assert ray_processes(proc.pid) == []  # nothing of its own left running
     for node in cluster.nodes:
         assert node.poll() is None

@@ -3,6 +3,8 @@ the stop reward."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from atari_speed.agent.actor import Game
@@ -52,10 +54,10 @@ def test_the_greedy_solve_is_the_first_evaluation_at_the_stop_reward(tmp_path):
     tracker.evaluated(19.0, 300_000, 180.0)
     tracker.frames = 320_000
     s = tracker.summary()
-    # the snapshot's frames and seconds, not the time the games finished
-    assert (s["eval_solved_at_frames"], s["eval_solved_at_seconds"]) == (200_000, 120.0)
+    # the snapshot's agent steps and seconds, not the time the games finished
+    assert (s["eval_solved_at_steps"], s["eval_solved_at_seconds"]) == (200_000, 120.0)
     assert s["best_eval_reward"] == 19.0 and s["eval_reward"] == 19.0
-    assert [e["frames"] for e in s["evaluations"]] == [100_000, 200_000, 300_000]
+    assert [e["steps"] for e in s["evaluations"]] == [100_000, 200_000, 300_000]
     assert s["evaluations"][1]["cpu_seconds"] == 3.0
     # a resumed run keeps it
     again = tracker_at(tmp_path / "resumed", stop_reward=18.0)
@@ -66,7 +68,7 @@ def test_the_greedy_solve_is_the_first_evaluation_at_the_stop_reward(tmp_path):
 
 
 def test_without_a_terminal_progress_comes_as_lines(tmp_path, capsys):
-    tracker = tracker_at(tmp_path, frames=1_000_000)
+    tracker = tracker_at(tmp_path, steps=1_000_000)
     assert tracker.lines, "pytest captures stderr: no terminal, so lines replace the bar"
     tracker.frames = 250_000
     tracker.fps = 1000.0
@@ -79,8 +81,9 @@ def test_without_a_terminal_progress_comes_as_lines(tmp_path, capsys):
     tracker.log(epsilon=0.001, loss=0.0123, buffer_fill=1.0)
     line = capsys.readouterr().err.strip()
     assert line.count("\n") == 0
-    for part in ("frames 250,000/1,000,000 (25%)", "games 1", "smoothed -3.0", "eps 0.001"):
+    for part in ("steps 250,000/1,000,000 (25%)", "games 1", "smoothed -3.0", "eps 0.001"):
         assert part in line, line
+    assert "frames" not in line, "agent steps are steps; frames are the emulator's"
     assert "loss 0.0123" in line and "FPS" in line and "ETA" in line
     assert "greedy" not in line
     tracker.evaluated(12.5, 250_000, 100.0)  # each evaluation prints a line at once
@@ -89,10 +92,10 @@ def test_without_a_terminal_progress_comes_as_lines(tmp_path, capsys):
     tracker.close()
 
 
-def test_past_the_frame_budget_the_line_says_nothing_is_left(tmp_path):
-    # A run ends on a whole rollout, a little past run.frames (atari-84's Phoenix printed
-    # "ETA -1h59m57s" at 2,502,656 of 2,500,000 frames).
-    tracker = tracker_at(tmp_path, frames=2_500_000)
+def test_past_the_step_budget_the_line_says_nothing_is_left(tmp_path):
+    # A run ends on a whole rollout, a little past run.steps (atari-84's Phoenix printed
+    # "ETA -1h59m57s" at 2,502,656 of 2,500,000 agent steps).
+    tracker = tracker_at(tmp_path, steps=2_500_000)
     tracker.frames, tracker.fps = 2_502_656, 756.0
     assert tracker.progress_line().endswith("ETA 0s")
     tracker.frames = 2_500_000 - 7560
@@ -172,8 +175,6 @@ def through_a_checkpoint(stats: dict) -> dict:
 
 
 def test_a_resume_keeps_everything_the_summary_tells_of_the_runs_past(tmp_path):
-    import dataclasses
-
     from atari_speed.run.tracking import Record
 
     first = tracker_at(tmp_path / "first", stop_reward=-20.5)
@@ -195,7 +196,7 @@ def test_a_resume_keeps_everything_the_summary_tells_of_the_runs_past(tmp_path):
         assert after.pop(key) == pytest.approx(before.pop(key), rel=1e-3), key
     assert after == before
     assert after["evaluations"][0] == {
-        "frames": 800,
+        "steps": 800,
         "seconds": 60.0,
         "reward": -20.8,
         "cpu_seconds": 5.0,
@@ -229,9 +230,49 @@ def test_a_checkpoint_from_before_the_record_still_resumes_what_it_carried(tmp_p
     tracker.restore(old, 1000)
     s = tracker.summary()
     assert (s["episodes"], s["avg_reward"], s["best_avg_reward"]) == (3, -20.5, -20.0)
-    assert s["best_eval_reward"] == -19.0 and s["eval_solved_at_frames"] == 900
-    assert s["solved"] and s["solved_at_frames"] == 600 and s["seconds"] >= 40.0
+    assert s["best_eval_reward"] == -19.0 and s["eval_solved_at_steps"] == 900
+    assert s["solved"] and s["solved_at_steps"] == 600 and s["seconds"] >= 40.0
     tracker.close()
+
+
+def test_the_summary_counts_agent_steps_as_steps_and_says_the_emulator_frames(tmp_path):
+    tracker = tracker_at(tmp_path, stop_reward=-20.5)
+    tracker.plan = dataclasses.replace(
+        tracker.plan, pipeline={"stages": [{"wrapper": "MaxAndSkip", "skip": 4}]}
+    )
+    tracker.advance(600)
+    tracker.game(Game(21.0, 600))  # solved at once
+    tracker.evaluated(-20.0, 600, 10.0)
+    s = tracker.summary()
+    assert (s["steps"], s["emulator_frames"]) == (600, 2400)
+    assert s["solved_at_steps"] == 600 and s["eval_solved_at_steps"] == 600
+    assert s["reached"]["-20.5"]["steps"] == 600 and s["evaluations"][0]["steps"] == 600
+    assert "frames" not in s and not any("frames" in k for e in s["evaluations"] for k in e)
+    assert (tmp_path / "scores.csv").read_text().startswith("seconds,steps,score,smoothed\n")
+    tracker.close()
+
+
+def test_a_summary_of_an_earlier_version_is_read_under_its_old_keys():
+    from atari_speed.run.tracking import summary_steps
+
+    old = {"frames": 900, "solved_at_frames": 800, "reached": {"18": {"frames": 800}}}
+    new = {"steps": 900, "solved_at_steps": 800, "reached": {"18": {"steps": 800}}}
+    for summary in (old, new):
+        assert summary_steps(summary) == 900
+        assert summary_steps(summary, "solved_at_steps") == 800
+        assert summary_steps(summary["reached"]["18"]) == 800
+        assert summary_steps(summary, "eval_solved_at_steps") is None
+    # the new key wins where a file has both
+    assert summary_steps({"steps": 5, "frames": 4}) == 5
+
+
+def test_a_resumed_record_of_an_earlier_version_says_steps_for_its_evaluations():
+    from atari_speed.run.tracking import Record
+
+    data = dataclasses.asdict(Record(Scores(18.0)))
+    data["evaluations"] = [{"frames": 800, "seconds": 6.0, "reward": -20.0, "cpu_seconds": 1}]
+    record = Record.from_dict(data)
+    assert record.evaluations == [{"steps": 800, "seconds": 6.0, "reward": -20.0, "cpu_seconds": 1}]
 
 
 def test_a_resume_that_fails_before_playing_leaves_its_directory_as_it_found_it(tmp_path):

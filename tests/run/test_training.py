@@ -59,15 +59,22 @@ def summary(run_dir: Path) -> dict:
 @pytest.fixture(scope="module")
 def nenv_run(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("nenv")
-    out = train_here("--preset", "pong-nenv", "--frames", "600", "--run-dir", str(run_dir), *TINY)
+    # 2,400 emulator frames at the book pipeline's frame skip of 4: 600 agent steps
+    args = ["--preset", "pong-nenv", "--emulator-frames", "2400", "--run-dir", str(run_dir)]
+    out = train_here(*args, *TINY)
     assert out.returncode == 0, out.stderr
+    assert "budget: run.emulator_frames 2,400 = run.steps 600 agent steps (frame skip 4)" in (
+        out.stdout
+    )
     return run_dir
 
 
 def test_nenv_mode_end_to_end(nenv_run):
     s = summary(nenv_run)
-    assert s["mode"] == "n-env" and s["envs"] == 3 and s["frames"] == 600
+    assert s["mode"] == "n-env" and s["envs"] == 3 and s["steps"] == 600
     assert s["emulator_frames"] == 2400 and s["fps"] > 0 and s["device"] == "cpu"
+    # the budget, converted once, is saved in agent steps only (a resume reads it so)
+    assert (s["preset"]["run"]["steps"], s["preset"]["run"]["emulator_frames"]) == (600, 0)
     assert s["update_to_data"] == {"batch_size": 96, "train_every": 3, "samples_per_frame": 32.0}
     assert s["pipeline"]["name"] == "book" and s["preset"]["dqn"]["batch_size"] == 96
     assert list(nenv_run.glob("events.out.tfevents.*")), "TensorBoard logs"
@@ -82,9 +89,10 @@ def test_nenv_mode_end_to_end(nenv_run):
 def test_outcome_line_rounds_the_best_reward():
     from atari_speed.app.cli import outcome
 
-    s = {"frames": 774752, "seconds": 8700.0, "fps": 89.0, "episodes": 331, "solved": False}
+    s = {"steps": 774752, "seconds": 8700.0, "fps": 89.0, "episodes": 331, "solved": False}
     assert outcome({**s, "best_avg_reward": 10.967980155565234}) == (
-        "774,752 frames in 2h25m00s (89 FPS), 331 games, best smoothed reward +11.0: not solved"
+        "774,752 agent steps in 2h25m00s (89 FPS), 331 games, best smoothed reward +11.0: "
+        "not solved"
     )
     assert "best smoothed reward none (no game finished)" in outcome({**s, "best_avg_reward": None})
 
@@ -123,7 +131,10 @@ def test_resume_without_the_replay_refills_it_and_says_so(nenv_run, tmp_path):
     (source / "checkpoint.pt").write_bytes((nenv_run / "checkpoint.pt").read_bytes())
     out = resume(source, tmp_path / "run", "--set", "run.replay_save=false")
     assert out.returncode == 0, out.stderr
-    assert f"--resume: {source / 'replay.npz'}: no saved replay; refilling 200 frames" in out.stdout
+    assert (
+        f"--resume: {source / 'replay.npz'}: no saved replay; refilling 200 transitions"
+        in out.stdout
+    )
     updates = load_checkpoint(tmp_path / "run" / "checkpoint.pt").learner["updates"]
     # The replay is refilled (200 frames), then 1 update per 3 frames resumes the count.
     assert 30 <= updates - load_checkpoint(source / "checkpoint.pt").learner["updates"] <= 34
@@ -136,7 +147,7 @@ def test_resumed_in_its_own_directory_its_curve_does_not_run_twice(nenv_run, tmp
     scores = run_dir / "scores.csv"
     kept = scores.read_text() if scores.is_file() else ""  # no game by 600 frames: no file
     # two games a run killed after its checkpoint at 600 frames logged, and lost
-    header = "" if kept else "seconds,frames,score,smoothed\n"
+    header = "" if kept else "seconds,steps,score,smoothed\n"
     scores.write_text(kept + header + "99.0,650,99,99\n99.5,700,99,99\n")
     out = train_here(
         "--preset", "pong-nenv", "--frames", "900", "--run-dir", str(run_dir),
@@ -146,7 +157,7 @@ def test_resumed_in_its_own_directory_its_curve_does_not_run_twice(nenv_run, tmp
     assert f"--resume: {scores}: the last 2 rows dropped (games logged after the" in out.stdout
     assert scores.read_text().startswith(kept)
     assert ",99,99" not in scores.read_text()
-    assert summary(run_dir)["frames"] == 900
+    assert summary(run_dir)["steps"] == 900
     RunDirLock(run_dir).acquire().release()  # the run let go of its directory on the way out
 
 
@@ -163,13 +174,13 @@ def test_a_bare_resume_goes_on_with_its_checkpoints_preset_in_its_directory(
     assert out.returncode == 0, out.stderr
     assert (
         f"--resume: {checkpoint}: pong-nenv as resolved at its start (n-env, 3 envs, sync "
-        "backend, fp32, 600 frames), changed by what was given with --resume: run.frames "
+        "backend, fp32, 600 agent steps), changed by what was given with --resume: run.steps "
         "600 -> 900\n"
     ) in out.stdout
     assert "auto configuration" not in out.stdout and not (tmp_path / "runs").exists()
     first = load_checkpoint(nenv_run / "checkpoint.pt").preset
     s = summary(run_dir)
-    assert s["frames"] == 900 and s["preset"] == {**first, "run": {**first["run"], "frames": 900}}
+    assert s["steps"] == 900 and s["preset"] == {**first, "run": {**first["run"], "steps": 900}}
     assert s["envs"] == 3 and s["precision"] == "fp32"
 
 
@@ -240,11 +251,11 @@ def kill_and_resume(run_dir: Path, start: list[str], kills: list[tuple[int, Call
     assert_no_shm_left(shm_before, out.stderr)
     s = summary(run_dir)
     assert s["evaluations"][: len(kept)] == kept
-    assert s["frames"] >= first_preset["run"]["frames"] and s["preset"] == first_preset
-    evaluations = [e["frames"] for e in s["evaluations"]]
+    assert s["steps"] >= first_preset["run"]["steps"] and s["preset"] == first_preset
+    evaluations = [e["steps"] for e in s["evaluations"]]
     assert evaluations == sorted(set(evaluations)), "every evaluation once"
     rows = (run_dir / "scores.csv").read_text().splitlines()
-    assert rows[0] == "seconds,frames,score,smoothed"
+    assert rows[0] == "seconds,steps,score,smoothed"
     table = [row.split(",") for row in rows[1:]]
     frames = [int(row[1]) for row in table]
     assert frames == sorted(frames), "no row of a replayed stretch left behind"
@@ -348,7 +359,7 @@ def test_baseline_mode_runs_on_ptan(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     s = summary(tmp_path)
-    assert s["mode"] == "baseline" and s["envs"] == 1 and s["frames"] == 400
+    assert s["mode"] == "baseline" and s["envs"] == 1 and s["steps"] == 400
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     # One update per frame after the first 200 (the replay's warm-up): frames 201..400.
     assert data.learner["updates"] == 200
@@ -377,7 +388,7 @@ def wait_until_training(
         time.sleep(0.2)
         if (run_dir / "summary.json").exists():
             s = summary(run_dir)
-            if s["frames"] >= frames and (until is None or until(s)):
+            if s["steps"] >= frames and (until is None or until(s)):
                 return s
     raise AssertionError(f"no training progress; stderr: {proc.communicate()[1][-2000:]}")
 
@@ -423,7 +434,7 @@ def test_ctrl_c_or_kill_saves_a_checkpoint_and_exits_130(tmp_path, mode, stop):
     assert "checkpoint.pt saved" in err and "Traceback" not in err
     assert_no_shm_left(before, err)
     data = load_checkpoint(tmp_path / "checkpoint.pt")
-    assert data.frames > 0 and data.frames == summary(tmp_path)["frames"]
+    assert data.frames > 0 and data.frames == summary(tmp_path)["steps"]
     for pid in actors:  # stopped and reaped by train.py, not left to the init process
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
@@ -478,6 +489,8 @@ def test_help_documents_every_flag_and_field():
         "--preset",
         "--mode",
         "--envs",
+        "--steps",
+        "--emulator-frames",
         "--frames",
         "--device",
         "--seed",
@@ -486,7 +499,7 @@ def test_help_documents_every_flag_and_field():
         "--set",
         "[dqn]",
         "train_every",
-        "frames per SGD update",
+        "agent steps per SGD update",
     ):
         assert text in out.stdout
 
@@ -524,7 +537,7 @@ def test_parallel_mode_two_actors_end_to_end_keeps_the_presets_update_to_data_ra
     assert out.returncode == 0, out.stderr
     assert_no_shm_left(before, out.stderr)
     s = summary(tmp_path)
-    assert s["mode"] == "parallel" and s["envs"] == 4 and s["frames"] >= 350
+    assert s["mode"] == "parallel" and s["envs"] == 4 and s["steps"] >= 350
     assert s["choices"]["actors"] == 2 and s["choices"]["envs_per_actor"] == 2
     processes = json.loads((tmp_path / "profile.json").read_text())["processes"]
     assert set(processes) == {"main", "actor 0", "actor 1"}
@@ -645,7 +658,7 @@ def test_evaluation_runs_beside_training_and_picks_best_pt(tmp_path):
     assert -21 <= s["eval_reward"] <= 21 and s["evaluations"]
     # training went on while the evaluation played: it began at 300 frames and more were
     # trained before the run was stopped
-    assert s["evaluations"][0]["frames"] >= 300 and s["frames"] > s["evaluations"][0]["frames"]
+    assert s["evaluations"][0]["steps"] >= 300 and s["steps"] > s["evaluations"][0]["steps"]
     assert s["fps_after_warmup"] is not None and s["fps_after_warmup"] > 0
     best = load_checkpoint(tmp_path / "best.pt")
     assert best.learner is None and best.net, "best.pt holds weights only"
