@@ -9,6 +9,14 @@ how far each part runs from the matmul ceiling; parts with no arithmetic to spea
 
     uv run benchmarks/roofline.py                  # all the cores this process may use
     taskset -c 0 uv run benchmarks/roofline.py     # one core, as one lane of seeds.py
+    uv run benchmarks/roofline.py --levers         # what the profile points to, timed
+    uv run benchmarks/roofline.py --eval-beside    # the learner beside an evaluation
+
+``--levers`` times today's update against torch.compile of the network, in-place ReLUs
+and NCHW weights and frames, interleaved. ``--eval-beside`` runs the learner alone, then
+beside a thread playing greedy games as pong-fast's evaluation does (10 games side by
+side, one batched forward pass a step), at the process's threads and at one thread while
+the games play, and says the games' agent steps a second in each.
 
 Run it on an otherwise idle machine: every figure is a median of ``--reps`` windows.
 """
@@ -18,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -173,6 +182,106 @@ def profile_update(bf16: bool, updates: int) -> tuple[float, dict[str, float]]:
     return wall, dict(parts)
 
 
+def minibatch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A fixed minibatch: frames (channels-last), actions, returns."""
+    rng = np.random.default_rng(0)
+    obs = torch.from_numpy(rng.integers(0, 255, (MINIBATCH, *SHAPE), dtype=np.uint8))
+    actions = torch.from_numpy(rng.integers(0, ACTIONS, MINIBATCH))
+    returns = torch.from_numpy(rng.normal(size=MINIBATCH).astype(np.float32))
+    return obs.contiguous(memory_format=torch.channels_last), actions, returns
+
+
+def levers(reps: int, updates: int) -> None:
+    """Today's fp32 update against the changes the profile points to, interleaved."""
+    obs, actions, returns = minibatch()
+    rows: dict[str, tuple[QLambdaLearner, torch.Tensor]] = {
+        "today's (fp32, channels-last)": (learner(False), obs)
+    }
+    compiled = learner(False)
+    compiled.net = torch.compile(compiled.net)
+    start = time.perf_counter()
+    compiled.step(obs, actions, returns)
+    compile_s = time.perf_counter() - start
+    rows[f"torch.compile of the network ({compile_s:.0f} s to compile)"] = (compiled, obs)
+    in_place = learner(False)
+    for module in in_place.net.modules():
+        if isinstance(module, nn.ReLU):
+            module.inplace = True
+    rows["ReLU in place"] = (in_place, obs)
+    nchw = learner(False)
+    nchw.net.to(memory_format=torch.contiguous_format)
+    rows["weights and frames NCHW"] = (nchw, obs.contiguous())
+    times: dict[str, list[float]] = {name: [] for name in rows}
+    for _ in range(reps):
+        for name, (pqn, frames) in rows.items():
+            call = lambda pqn=pqn, frames=frames: pqn.step(frames, actions, returns)  # noqa: E731
+            times[name].append(seconds_per_call(call, updates, 1) * 1e3)
+    first = statistics.median(next(iter(times.values())))
+    print("\n| change | ms per update | against today's |\n|---|---:|---:|")
+    for name, values in times.items():
+        ms = statistics.median(values)
+        print(f"| {name} | {ms:.1f} | {first / ms:.2f}x |")
+
+
+def eval_beside(threads: int, seconds: float) -> None:
+    """Learner updates a second and evaluation steps a second, alone and together."""
+    from atari_speed.envs.pipeline import make_env
+    from atari_speed.run.evaluation import play_side_by_side
+
+    obs, actions, returns = minibatch()
+    pqn = learner(False)
+    snapshot = learner(False).net.eval()
+    played = [0]
+    forward = snapshot.forward
+
+    def counting(x: torch.Tensor) -> torch.Tensor:
+        played[0] += len(x)
+        return forward(x)
+
+    snapshot.forward = counting
+
+    def play(stop: threading.Event) -> None:
+        envs = [make_env("small", "pong", seed=i) for i in range(10)]
+        while not stop.is_set():
+            play_side_by_side(
+                envs, snapshot, torch.device("cpu"), 0.05, np.random.default_rng(0), stop
+            )
+        for env in envs:
+            env.close()
+
+    conditions = (
+        ("learner alone", False, threads, threads),
+        ("games alone", True, None, threads),
+        ("games alone, one thread", True, None, 1),
+        ("learner beside the games", True, threads, threads),
+        ("learner beside the games, one thread while they play", True, threads, 1),
+    )
+    print(f"\n| {threads} thread(s) | ms per update | games' agent steps a second |")
+    print("|---|---:|---:|")
+    for name, games, learning, during in conditions:
+        torch.set_num_threads(during)
+        stop = threading.Event()
+        player = threading.Thread(target=play, args=(stop,)) if games else None
+        if player:
+            player.start()
+            time.sleep(2.0)  # the envs made and the games under way
+        before, start, done = played[0], time.perf_counter(), 0
+        while time.perf_counter() - start < seconds:
+            if learning:
+                pqn.step(obs, actions, returns)
+                done += 1
+            else:
+                time.sleep(0.05)
+        elapsed = time.perf_counter() - start
+        stop.set()
+        if player:
+            player.join(timeout=60)
+        torch.set_num_threads(threads)
+        ms = f"{elapsed / done * 1e3:.1f}" if done else ""
+        rate = f"{(played[0] - before) / elapsed:,.0f}" if games else ""
+        print(f"| {name} | {ms} | {rate} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -180,9 +289,18 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5, help="timing windows per figure")
     parser.add_argument("--updates", type=int, default=20, help="updates per window")
     parser.add_argument("--matmul", type=int, default=1024, help="n of the n x n x n matmul")
+    parser.add_argument("--levers", action="store_true", help="time the changes (see above)")
+    parser.add_argument("--eval-beside", action="store_true", help="the learner beside games")
     args = parser.parse_args()
     threads = len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
+    if args.levers or args.eval_beside:
+        print(f"{cpu_info()[0] or 'CPU'}, {threads} thread(s), torch {torch.__version__}")
+        if args.levers:
+            levers(args.reps, args.updates)
+        if args.eval_beside:
+            eval_beside(threads, seconds=4.0)
+        return
     peak = {
         "fp32": matmul_gflops(torch.float32, args.matmul, args.reps),
         "bf16": matmul_gflops(torch.bfloat16, args.matmul, args.reps),
