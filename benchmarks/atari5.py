@@ -1,6 +1,22 @@
 """Score atari-fast runs: human-normalised, and the Atari-5 estimate of the 57-game median.
 
     uv run benchmarks/atari5.py runs/atari5-breakout runs/atari5-battle_zone ...
+    uv run benchmarks/atari5.py --train --preset atari-84 --seeds 0-2 --out runs/atari5-sticky \\
+        -- --set env.pipeline='"maxpool84-sticky"'
+    uv run benchmarks/atari5.py --report-only --seeds 0-2 --out runs/atari5-sticky
+
+With ``--train``, every game of ``--games`` (Breakout and the five Atari-5 games) is
+trained once per seed into ``<out>/<game>/s<seed>`` (the runner of benchmarks/seeds.py,
+one game after another, ``--lanes`` seeds at once, with ``--game <game>`` and the flags after
+``--`` given to every train.py), each finished seed's best.pt is scored by play.py's
+greedy games (play.json), and the seeds are reported. Finished seeds are kept, so after a
+stop the same command goes on; a seed stopped part way is refused unless ``--resume`` is
+given, which goes on from its checkpoint.pt. ``--report-only`` reports an ``--out``
+without training: per game, the mean and the range (lowest to highest) over its seeds of
+the last 100 training games and of the greedy score, beside Dopamine's DQN and Rainbow
+(mean and range over their 5 seeds); whether the seed mean is ahead of each one's mean
+and above Rainbow's whole range; the Atari-5 estimate from the seed means; and the counts.
+``--png-dir`` draws each game's seeds in one plot.
 
 For each run directory (a train.py --run-dir) prints one markdown row: the game, the
 mean of its last 100 training games (scores.csv, the game's own unclipped score), the
@@ -34,9 +50,13 @@ import bisect
 import json
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from atari_speed.app.ablation import plot_scores, read_scores
+from atari_speed.app.seeds import finished, parse_seeds, run_seeds, score
+from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.tracking import summary_steps
 
 # game: (random, human), Atari-Human.csv of maitchison/Atari-5 ("Random", "Human").
@@ -69,7 +89,20 @@ DOPAMINE_10M = {
     "phoenix": (4948.5, 4830.2),
     "qbert": (1658.4, 5353.9),
 }
+# game: ((DQN lowest, highest), (Rainbow lowest, highest)) of the 5 seeds' returns at the
+# same iteration, from the same data and script (docs/atari.md's table lists them beside
+# the means).
+DOPAMINE_10M_RANGE = {
+    "breakout": ((19.3, 28.5), (38.2, 45.2)),
+    "battle_zone": ((2972.0, 3941.9), (14276.6, 23291.3)),
+    "double_dunk": ((-19.9, -17.9), (-19.2, -18.5)),
+    "name_this_game": ((3760.5, 4269.1), (8006.7, 9054.1)),
+    "phoenix": ((4033.3, 5924.6), (4680.7, 5070.7)),
+    "qbert": ((1013.1, 2521.7), (4264.0, 8056.6)),
+}
 BASELINES = ("DQN", "Rainbow")
+GAMES = ("breakout", *ATARI5)  # what --train trains, in the table's order
+DOPAMINE_STICKY = 0.25  # Dopamine's repeat_action_probability: like for like needs it
 
 
 def normalised(game: str, score: float) -> float:
@@ -146,29 +179,31 @@ def baseline_lines(training: dict[str, float]) -> list[str]:
             f"Ahead of Dopamine's {agent} at 10M frames (training scores): "
             f"{len(ahead)} of {len(training)} ({names})"
         )
+    return lines + dopamine_estimates()
+
+
+def dopamine_estimates() -> list[str]:
+    """Each Dopamine agent's own Atari-5 estimate, from its means at 10M frames."""
+    lines = []
     for index, agent in enumerate(BASELINES):
         theirs = {game: normalised(game, DOPAMINE_10M[game][index]) for game in ATARI5}
         lines.append(f"Dopamine's {agent}, Atari-5 estimate: {atari5_median(theirs):.1f}%")
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="train.py run directories")
-    parser.add_argument(
-        "--png-dir", type=Path, help="also write <game>.png: the smoothed score against frames"
-    )
-    parser.add_argument(
-        "--at",
-        type=lambda text: [int(float(s)) for s in text.split(",")],
-        default=[],
-        metavar="STEPS",
-        help="also a table of each run's smoothed training score at these agent steps "
-        "(comma-separated, e.g. 250000,500000,1e6)",
-    )
-    args = parser.parse_args(argv)
-    if args.png_dir is not None:
-        args.png_dir.mkdir(parents=True, exist_ok=True)
+def warn_frames(run: Path, summary: dict) -> None:
+    """A line on stderr where the run is not at Dopamine's 10M frames."""
+    emulator_frames = summary.get("emulator_frames", 0)
+    if abs(emulator_frames - 10_000_000) > 100_000:
+        print(
+            f"atari5.py: {run}: {emulator_frames:,} emulator frames, not 10M: its count"
+            " against Dopamine's 10M-frame figures is not at equal frames",
+            file=sys.stderr,
+        )
+
+
+def report_runs(runs: list[Path], png_dir: Path | None, at: list[int]) -> int:
+    """The table of run directories, one seed each: a row per run."""
     print(
         "| game | last 100 training games | greedy, 10 games | agent steps | minutes | FPS"
         " | human-normalised (training / greedy) | Dopamine at 10M: DQN / Rainbow |"
@@ -177,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     # game -> the score of its last run given: a game given twice counts once, by that run
     training: dict[str, float] = {}
     greedy: dict[str, float | None] = {}
-    for run in args.runs:
+    for run in runs:
         for name in ("summary.json", "scores.csv"):
             if not (run / name).is_file():
                 print(f"atari5.py: error: {run / name}: no such file", file=sys.stderr)
@@ -190,18 +225,12 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         training[game], greedy[game] = training_score, greedy_score
-        emulator_frames = summary.get("emulator_frames", 0)
-        if abs(emulator_frames - 10_000_000) > 100_000:
-            print(
-                f"atari5.py: {run}: {emulator_frames:,} emulator frames, not 10M: its count"
-                " against Dopamine's 10M-frame figures is not at equal frames",
-                file=sys.stderr,
-            )
-        if args.png_dir is not None:
+        warn_frames(run, summary)
+        if png_dir is not None:
             plot_scores(
                 f"{summary['preset'].get('name') or 'train.py'}: {game}",
                 [(run.name, run)],
-                args.png_dir / f"{game}.png",
+                png_dir / f"{game}.png",
                 True,
             )
         greedy_text = greedy_hns_text = "-"
@@ -219,9 +248,315 @@ def main(argv: list[str] | None = None) -> int:
         hns = {game: normalised(game, v) for game, v in scores.items() if v is not None}
         if set(ATARI5) <= set(hns):
             print(f"\nAtari-5 estimate of the 57-game median ({label}): {atari5_median(hns):.0f}%")
-    if args.at:
+    if at:
         print("\nSmoothed training score at equal agent steps:\n")
-        print("\n".join(steps_table(args.runs, args.at)))
+        print("\n".join(steps_table(runs, at)))
+    return 0
+
+
+# --- several seeds per game: <out>/<game>/s<seed> ---
+
+
+class GameSeeds(NamedTuple):
+    """One game's seeds in an --out directory, those that have ended a game."""
+
+    game: str
+    title: str  # the preset's name and the game, for the plot
+    runs: list[tuple[int, Path]]  # (seed, run directory)
+    training: list[float]  # each seed's mean of its last 100 training games
+    greedy: list[float]  # play.py's greedy mean, of the seeds scored
+
+    @property
+    def training_mean(self) -> float:
+        return sum(self.training) / len(self.training)
+
+    @property
+    def greedy_mean(self) -> float | None:
+        return sum(self.greedy) / len(self.greedy) if self.greedy else None
+
+
+def spread(values: Sequence[float]) -> str:
+    """``mean (lowest to highest)``; one value alone."""
+    mean = f"{sum(values) / len(values):,.1f}"
+    return mean if len(values) == 1 else f"{mean} ({min(values):,.1f} to {max(values):,.1f})"
+
+
+def warn_not_sticky(run: Path, summary: dict) -> None:
+    """A line on stderr where the run did not play Dopamine's sticky actions."""
+    pipeline = summary.get("pipeline")
+    probability = pipeline.get("repeat_action_probability") if isinstance(pipeline, dict) else None
+    if probability is not None and probability != DOPAMINE_STICKY:
+        print(
+            f"atari5.py: {run}: repeat_action_probability {probability:g}, not Dopamine's"
+            f" {DOPAMINE_STICKY:g}: not like for like",
+            file=sys.stderr,
+        )
+
+
+def read_game(out: Path, game: str, seeds: Sequence[int]) -> GameSeeds | None:
+    """The seeds of ``game`` in ``out/<game>/s<seed>`` that have ended a game (a line on
+    stderr for each left out); None where none has."""
+    runs, training, greedy, title = [], [], [], ""
+    for seed in seeds:
+        run = out / game / f"s{seed}"
+        if not ((run / "summary.json").is_file() and (run / "scores.csv").is_file()):
+            print(f"atari5.py: {run}: no run there, left out", file=sys.stderr)
+            continue
+        if not len(read_scores(run)):
+            print(f"atari5.py: {run}: no game ended yet, left out", file=sys.stderr)
+            continue
+        played, training_score, greedy_score, summary = row(run)
+        if played != game:
+            raise SystemExit(f"atari5.py: {run}: a run of {played}, in {game}'s directory")
+        warn_frames(run, summary)
+        warn_not_sticky(run, summary)
+        title = title or f"{summary['preset'].get('name') or 'train.py'}: {game}"
+        runs.append((seed, run))
+        training.append(training_score)
+        if greedy_score is not None:
+            greedy.append(greedy_score)
+    return GameSeeds(game, title, runs, training, greedy) if runs else None
+
+
+def ahead_of(result: GameSeeds, index: int) -> bool:
+    """Whether the seed mean is ahead of Dopamine's agent ``index``'s mean."""
+    return result.training_mean > DOPAMINE_10M[result.game][index]
+
+
+def above_rainbow(result: GameSeeds) -> bool:
+    """Whether the seed mean is above the highest of Rainbow's 5 seeds."""
+    return result.training_mean > DOPAMINE_10M_RANGE[result.game][1][1]
+
+
+def seeds_table(results: list[GameSeeds]) -> list[str]:
+    """Markdown: a row per game, its seeds' mean and range beside Dopamine's."""
+    lines = [
+        "| game | seeds | last 100 training games: mean (lowest to highest)"
+        " | greedy (play.py): mean (lowest to highest) | human-normalised (training / greedy)"
+        " | Dopamine's DQN at 10M: mean (range of 5 seeds) | Dopamine's Rainbow at 10M: mean"
+        " (range)"
+        " | ahead of DQN / Rainbow | above Rainbow's range |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in results:
+        greedy = greedy_hns = "-"
+        if r.greedy:
+            greedy = spread(r.greedy)
+            if len(r.greedy) < len(r.runs):
+                greedy += f", {len(r.greedy)} of {len(r.runs)} seeds"
+            greedy_hns = f"{normalised(r.game, r.greedy_mean):.0f}%"
+        dopamine = [
+            f"{DOPAMINE_10M[r.game][i]:,.1f} ({low:,.1f} to {high:,.1f})"
+            for i, (low, high) in enumerate(DOPAMINE_10M_RANGE[r.game])
+        ]
+        yes = {True: "yes", False: "no"}
+        cells = [
+            r.game,
+            ", ".join(str(seed) for seed, _ in r.runs),
+            spread(r.training),
+            greedy,
+            f"{normalised(r.game, r.training_mean):.0f}% / {greedy_hns}",
+            *dopamine,
+            f"{yes[ahead_of(r, 0)]} / {yes[ahead_of(r, 1)]}",
+            yes[above_rainbow(r)],
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def seed_estimates(results: list[GameSeeds]) -> list[str]:
+    """The Atari-5 estimate from the seed means, training and greedy, where all five
+    games have them."""
+    lines = []
+    for label in ("training", "greedy"):
+        means = {r.game: r.training_mean if label == "training" else r.greedy_mean for r in results}
+        hns = {game: normalised(game, v) for game, v in means.items() if v is not None}
+        if set(ATARI5) <= set(hns):
+            lines.append(
+                f"Atari-5 estimate of the 57-game median from the seed means ({label}):"
+                f" {atari5_median(hns):.1f}%"
+            )
+    return lines
+
+
+def seed_counts(results: list[GameSeeds]) -> str:
+    """On how many games the seed mean is ahead of each Dopamine agent's mean, and above
+    Rainbow's range, naming them."""
+
+    def count(games: list[str]) -> str:
+        return f"{len(games)} of {len(results)}" + (f" ({', '.join(games)})" if games else "")
+
+    dqn = [r.game for r in results if ahead_of(r, 0)]
+    rainbow = [r.game for r in results if ahead_of(r, 1)]
+    above = [r.game for r in results if above_rainbow(r)]
+    return (
+        "Seed means of the last 100 training games at 10M frames: ahead of DQN on "
+        f"{count(dqn)}, of Rainbow on {count(rainbow)}, above Rainbow's range on {count(above)}"
+    )
+
+
+def report_seeds(
+    out: Path, games: Sequence[str], seeds: Sequence[int], png_dir: Path | None
+) -> str:
+    """The table of ``out/<game>/s<seed>``, a row per game over its seeds; also written
+    to ``out/atari5.md``, and with ``png_dir`` a plot per game of every seed's curve."""
+    results = [r for game in games if (r := read_game(out, game, seeds)) is not None]
+    if not results:
+        raise SystemExit(f"atari5.py: {out}: no run of {', '.join(games)} has ended a game")
+    lines = [
+        *seeds_table(results),
+        "",
+        *seed_estimates(results),
+        *dopamine_estimates(),
+        "",
+        seed_counts(results),
+    ]
+    text = "\n".join(lines) + "\n"
+    write_text_atomic(out / "atari5.md", text)
+    if png_dir is not None:
+        for r in results:
+            runs = [(f"seed {seed}", run) for seed, run in r.runs]
+            plot_scores(r.title, runs, png_dir / f"{r.game}.png", True)
+    return text
+
+
+def refused(run: Path, resume: bool) -> bool:
+    """Whether run_seeds would refuse ``run``: a run there that did not finish, not one to
+    go on from its checkpoint.pt."""
+    checkpoint = (run / "checkpoint.pt").is_file()
+    return run.exists() and not finished(run) and not (resume and checkpoint)
+
+
+def train(
+    preset: str,
+    games: Sequence[str],
+    seeds: Sequence[int],
+    out: Path,
+    extra: Sequence[str],
+    lanes: int = 1,
+    resume: bool = False,
+    episodes: int = 10,
+) -> None:
+    """Train every seed of every game not yet finished in ``out/<game>/s<seed>``, one game
+    after another, and score each finished seed's best.pt with play.py."""
+    # run_seeds refuses a game's unfinished seed when that game comes up: find them all
+    # before the first game trains, not hours in
+    stopped = [run for g in games for s in seeds if refused(run := out / g / f"s{s}", resume)]
+    if stopped:
+        raise ValueError(
+            f"runs that did not finish are in {', '.join(map(str, stopped))}: move them away"
+            " to train those seeds again, or where one has a checkpoint.pt, pass --resume"
+        )
+    for game in games:
+        run_seeds(preset, seeds, out / game, ["--game", game, *extra], lanes, resume)
+        for seed in seeds:
+            run = out / game / f"s{seed}"
+            if finished(run):
+                score(run, episodes)
+            else:  # a play.json of it now would be kept after it goes on
+                print(f"atari5.py: {run}: not finished, not scored", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []  # train.py's flags, after --
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        usage="%(prog)s RUN [RUN ...] [options] | --out DIR (--train | --report-only)"
+        " [options] [-- train.py flags]",
+    )
+    parser.add_argument("runs", nargs="*", type=Path, help="train.py run directories")
+    parser.add_argument(
+        "--png-dir", type=Path, help="also write <game>.png: the smoothed score against frames"
+    )
+    parser.add_argument(
+        "--at",
+        type=lambda text: [int(float(s)) for s in text.split(",")],
+        default=[],
+        metavar="STEPS",
+        help="also a table of each run's smoothed training score at these agent steps "
+        "(comma-separated, e.g. 250000,500000,1e6)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="seeds of every game as <out>/<game>/s<seed> (no RUN then)"
+    )
+    parser.add_argument(
+        "--train", action="store_true", help="train and score what --out lacks, then report"
+    )
+    parser.add_argument(
+        "--report-only", action="store_true", help="train nothing: report the seeds in --out"
+    )
+    parser.add_argument("--preset", default="atari-84", help="with --train (default atari-84)")
+    parser.add_argument("--seeds", default="0-2", help="e.g. 0-2 or 0,2,5 (default 0-2)")
+    parser.add_argument(
+        "--games", default=",".join(GAMES), help=f"comma-separated (default {','.join(GAMES)})"
+    )
+    parser.add_argument("--lanes", type=int, default=1, help="seeds of a game trained at once")
+    parser.add_argument(
+        "--episodes", type=int, default=10, help="play.py's greedy games per best.pt"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="a seed stopped part way goes on from its checkpoint.pt, instead of being refused",
+    )
+    args = parser.parse_args(argv)
+    if args.out is None:
+        if not args.runs:
+            parser.error("give run directories, or --out with --train or --report-only")
+        if args.train or args.report_only or extra:
+            parser.error("--train, --report-only and train.py's flags go with --out")
+        if args.png_dir is not None:
+            args.png_dir.mkdir(parents=True, exist_ok=True)
+        return report_runs(args.runs, args.png_dir, args.at)
+    if args.runs:
+        parser.error("give run directories or --out, not both")
+    if args.train == args.report_only:
+        parser.error("--out: give --train (train, then report) or --report-only")
+    if extra and not args.train:
+        parser.error("the flags after -- go to train.py: only with --train")
+    if any(flag == "--game" or flag.startswith("--game=") for flag in extra):
+        parser.error("each game is given to train.py as --game: choose them with --games")
+    if args.at:
+        parser.error("--at reads run directories, not --out")
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError:
+        seeds = []
+    if not seeds:
+        parser.error(f"--seeds {args.seeds!r}: give seeds as 0-2 or 0,2,5")
+    games = args.games.split(",")
+    unknown = [game for game in games if game not in REFERENCE]
+    if unknown:
+        parser.error(f"--games: {', '.join(unknown)}: not one of {', '.join(GAMES)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.png_dir is not None:
+        args.png_dir.mkdir(parents=True, exist_ok=True)
+    if args.train:
+        try:
+            train(
+                args.preset,
+                games,
+                seeds,
+                args.out,
+                extra,
+                max(args.lanes, 1),
+                args.resume,
+                args.episodes,
+            )
+        except ValueError as err:
+            raise SystemExit(f"atari5.py: {err}") from None
+        except KeyboardInterrupt:
+            print(
+                "atari5.py: stopped; the same command with --resume goes on from here",
+                file=sys.stderr,
+            )
+            return 130
+    print(report_seeds(args.out, games, seeds, args.png_dir), end="")
+    print(f"written: {args.out / 'atari5.md'}", file=sys.stderr)
     return 0
 
 

@@ -22,16 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from atari_speed.app.seeds import report, run_seeds, score
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``0-4`` or ``0,2,5`` (or both: ``0-2,7``)."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        seeds += range(int(low), int(high or low) + 1)
-    return seeds
+from atari_speed.app.seeds import parse_seeds, report, run_seeds, score
 
 
 def main() -> None:

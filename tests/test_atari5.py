@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import inspect
 import json
+import re
 from pathlib import Path
 
 import pytest
+
+from atari_speed.app import seeds as seeds_module
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("atari5", ROOT / "benchmarks/atari5.py")
@@ -143,3 +147,226 @@ def test_a_run_of_other_than_10m_frames_is_said_not_at_equal_frames(tmp_path, ca
     (run / "summary.json").write_text(json.dumps({**summary, "emulator_frames": 2_000_000}))
     assert atari5.main([str(run)]) == 0
     assert f"{run}: 2,000,000 emulator frames, not 10M" in capsys.readouterr().err
+
+
+# --- several seeds per game: <out>/<game>/s<seed> ---
+
+
+def fake_seed(
+    out: Path,
+    game: str,
+    seed: int,
+    scores: list[float],
+    play: float | None = None,
+    steps: int = 2_500_000,
+    sticky: float = 0.25,
+) -> Path:
+    """``out/<game>/s<seed>`` as train.py leaves it: ``scores`` are its games' scores (the
+    last 100 count); finished when ``steps`` reaches atari-84's budget of 2.5M."""
+    (out / game).mkdir(parents=True, exist_ok=True)
+    run = fake_run(out / game / f"s{seed}", game, [(i, s, s) for i, s in enumerate(scores)])
+    summary = json.loads((run / "summary.json").read_text())
+    summary["steps"], summary["solved"] = steps, False
+    summary["preset"] = {
+        "name": "atari-84",
+        "env": {"game": game},
+        "run": {"steps": 2_500_000, "seconds": 0.0},
+    }
+    summary["pipeline"] = {"name": "maxpool84-sticky", "repeat_action_probability": sticky}
+    (run / "summary.json").write_text(json.dumps(summary))
+    if play is not None:
+        (run / "play.json").write_text(json.dumps({"mean": play}))
+    return run
+
+
+def table_rows(out: str) -> dict[str, list[str]]:
+    """The seeds table's rows by game: their cells, stripped."""
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| ") and cells[0] in atari5.REFERENCE:
+            rows[cells[0]] = cells
+    return rows
+
+
+def test_dopamine_s_means_lie_inside_their_seed_ranges():
+    assert set(atari5.DOPAMINE_10M_RANGE) == set(atari5.DOPAMINE_10M)
+    for game, means in atari5.DOPAMINE_10M.items():
+        for mean, (low, high) in zip(means, atari5.DOPAMINE_10M_RANGE[game], strict=True):
+            assert low < mean < high, (game, mean, low, high)
+    # as docs/atari.md lists them: Rainbow's Qbert seeds ran 4264.0 to 8056.6
+    assert atari5.DOPAMINE_10M_RANGE["qbert"][1] == (4264.0, 8056.6)
+
+
+def test_seeds_are_grouped_by_game_with_their_mean_and_range(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    plots = []
+    monkeypatch.setattr(
+        atari5, "plot_scores", lambda title, runs, path, by_steps: plots.append((path, runs))
+    )
+    # breakout: 150 games a seed, the last 100 at 10, 20 and 60 (the first 50 at 1000)
+    for seed, last, play in ((0, 10.0, 12.0), (1, 20.0, 30.0), (2, 60.0, None)):
+        fake_seed(out, "breakout", seed, [1000.0] * 50 + [last] * 100, play)
+    fake_seed(out, "qbert", 0, [2500.0], 700.0)  # one seed: its value alone
+    fake_seed(out, "qbert", 1, [], None)  # started, no game ended yet: left out
+    assert atari5.main(["--report-only", "--out", str(out), "--png-dir", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    rows = table_rows(captured.out)
+    assert list(rows) == ["breakout", "qbert"]
+    # one plot per game, a curve per seed
+    assert plots == [
+        (tmp_path / "breakout.png", [(f"seed {s}", out / "breakout" / f"s{s}") for s in (0, 1, 2)]),
+        (tmp_path / "qbert.png", [("seed 0", out / "qbert" / "s0")]),
+    ]
+    breakout, qbert = rows["breakout"], rows["qbert"]
+    assert breakout[1:4] == ["0, 1, 2", "30.0 (10.0 to 60.0)", "21.0 (12.0 to 30.0), 2 of 3 seeds"]
+    breakout_hns = f"{atari5.normalised('breakout', 30.0):.0f}%"
+    assert breakout[4] == f"{breakout_hns} / {atari5.normalised('breakout', 21.0):.0f}%"
+    assert breakout[5:7] == ["21.5 (19.3 to 28.5)", "41.9 (38.2 to 45.2)"]
+    assert qbert[1:4] == ["0", "2,500.0", "700.0"]
+    assert f"{out / 'qbert' / 's1'}: no game ended yet, left out" in captured.err
+    assert f"{out / 'qbert' / 's2'}: no run there" in captured.err
+    assert (out / "atari5.md").read_text() in captured.out
+    # --seeds picks which: seed 2 alone
+    assert atari5.main(["--report-only", "--out", str(out), "--seeds", "2"]) == 0
+    assert table_rows(capsys.readouterr().out)["breakout"][1:4] == ["2", "60.0", "-"]
+
+
+def test_the_counts_say_ahead_of_each_mean_and_above_rainbow_s_range(tmp_path, capsys):
+    out = tmp_path / "out"
+    # seed means: breakout 43 (ahead of both means, under Rainbow's top seed 45.2); qbert
+    # 9,000 (above Rainbow's top seed 8,056.6); phoenix 4,900 (behind the DQN's 4,948.5,
+    # ahead of Rainbow's 4,830.2); double_dunk -19.5 (behind both)
+    means = {"breakout": 43.0, "double_dunk": -19.5, "phoenix": 4900.0, "qbert": 9000.0}
+    for game, mean in means.items():
+        fake_seed(out, game, 0, [mean - 1.0])
+        fake_seed(out, game, 1, [mean + 1.0])
+    assert atari5.main(["--report-only", "--out", str(out), "--seeds", "0,1"]) == 0
+    text = capsys.readouterr().out
+    rows = table_rows(text)
+    assert {game: rows[game][-2:] for game in rows} == {
+        "breakout": ["yes / yes", "no"],
+        "double_dunk": ["no / no", "no"],
+        "phoenix": ["no / yes", "no"],
+        "qbert": ["yes / yes", "yes"],
+    }
+    assert text.rstrip().endswith(
+        "ahead of DQN on 2 of 4 (breakout, qbert), of Rainbow on 3 of 4 (breakout, "
+        "phoenix, qbert), above Rainbow's range on 1 of 4 (qbert)"
+    )
+    assert "estimate of the 57-game median from the seed means" not in text  # 3 of the 5
+
+
+def test_the_estimate_comes_from_the_seed_means(tmp_path, capsys):
+    out = tmp_path / "out"
+    for game, (random, human) in atari5.REFERENCE.items():
+        # three seeds at 10%, 40% and 160% of human: mean 70%, median 40%; greedy games
+        # of two of them at 20% and 30%: mean 25%
+        for seed, (f, greedy) in enumerate(((0.1, None), (0.4, 0.2), (1.6, 0.3))):
+            play = None if greedy is None else random + greedy * (human - random)
+            fake_seed(out, game, seed, [random + f * (human - random)], play)
+    assert atari5.main(["--report-only", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    expected = atari5.atari5_median(dict.fromkeys(atari5.ATARI5, 70.0))
+    medians = atari5.atari5_median(dict.fromkeys(atari5.ATARI5, 40.0))
+    per_seed = [atari5.atari5_median(dict.fromkeys(atari5.ATARI5, p)) for p in (10, 40, 160)]
+    others = (medians, sum(per_seed) / 3)  # what a wrong reading would print
+    assert all(f"{v:.1f}" != f"{expected:.1f}" for v in others)
+    estimate = "Atari-5 estimate of the 57-game median from the seed means"
+    assert f"{estimate} (training): {expected:.1f}%" in text
+    greedy = atari5.atari5_median(dict.fromkeys(atari5.ATARI5, 25.0))
+    assert f"{estimate} (greedy): {greedy:.1f}%" in text
+    assert "Dopamine's Rainbow, Atari-5 estimate: 43.1%" in text
+
+
+def test_a_run_of_another_game_or_without_sticky_actions_is_named(tmp_path, capsys):
+    out = tmp_path / "out"
+    fake_seed(out, "phoenix", 0, [5000.0], sticky=0.0)
+    assert atari5.main(["--report-only", "--out", str(out), "--seeds", "0"]) == 0
+    err = capsys.readouterr().err
+    assert f"{out / 'phoenix' / 's0'}: repeat_action_probability 0, not Dopamine's 0.25" in err
+    fake_seed(tmp_path / "other", "qbert", 0, [1.0])
+    (tmp_path / "other" / "qbert").rename(tmp_path / "other" / "phoenix")
+    with pytest.raises(SystemExit, match=r"s0: a run of qbert, in phoenix's directory"):
+        atari5.main(["--report-only", "--out", str(tmp_path / "other"), "--seeds", "0"])
+
+
+@pytest.fixture
+def fake_training(monkeypatch):
+    """run_seeds and score replaced: each run_seeds call recorded and its seeds left as
+    finished runs (but seed 2 of qbert stopped part way); each score call recorded and
+    play.json written."""
+    trained, scored = [], []
+
+    def run_seeds(preset, seeds, out, extra, lanes, resume):
+        inspect.signature(seeds_module.run_seeds).bind(preset, seeds, out, extra, lanes, resume)
+        trained.append((preset, list(seeds), out, list(extra), lanes, resume))
+        game = out.name
+        for seed in seeds:
+            if not (out / f"s{seed}").exists():
+                stopped = game == "qbert" and seed == 2
+                fake_seed(
+                    out.parent, game, seed, [100.0 + seed], steps=1000 if stopped else 2_500_000
+                )
+
+    def score(run_dir, episodes):
+        inspect.signature(seeds_module.score).bind(run_dir, episodes)
+        scored.append((run_dir, episodes))
+        (run_dir / "play.json").write_text(json.dumps({"mean": 7.0}))
+
+    monkeypatch.setattr(atari5, "run_seeds", run_seeds)
+    monkeypatch.setattr(atari5, "score", score)
+    return trained, scored
+
+
+def test_train_hands_each_game_and_its_seeds_to_run_seeds_then_scores_them(
+    tmp_path, capsys, fake_training
+):
+    trained, scored = fake_training
+    out = tmp_path / "out"
+    sticky = ["--set", "env.pipeline='\"maxpool84-sticky\"'", "--mode", "n-env"]
+    argv = ["--train", "--preset", "atari-84", "--seeds", "0-2", "--out", str(out)]
+    argv += ["--games", "qbert,breakout", "--lanes", "2", "--episodes", "5", "--", *sticky]
+    assert atari5.main(argv) == 0
+    assert trained == [
+        ("atari-84", [0, 1, 2], out / "qbert", ["--game", "qbert", *sticky], 2, False),
+        ("atari-84", [0, 1, 2], out / "breakout", ["--game", "breakout", *sticky], 2, False),
+    ]
+    # every finished seed scored; qbert's stopped seed 2 not (its play.json would be kept
+    # once it goes on)
+    runs = [out / "qbert" / "s0", out / "qbert" / "s1"] + [
+        out / "breakout" / f"s{s}" for s in (0, 1, 2)
+    ]
+    assert scored == [(run, 5) for run in runs]
+    captured = capsys.readouterr()
+    assert f"{out / 'qbert' / 's2'}: not finished, not scored" in captured.err
+    assert list(table_rows(captured.out)) == ["qbert", "breakout"]  # --games' order
+
+    # again without --resume: the stopped seed is refused before any game trains
+    trained.clear()
+    (out / "qbert" / "s2" / "checkpoint.pt").write_bytes(b"")
+    with pytest.raises(SystemExit, match=r"qbert/s2: move them away .* pass --resume"):
+        atari5.main(argv)
+    assert trained == []
+    # with --resume it goes on: run_seeds is told to resume
+    assert atari5.main([*argv[: -len(sticky) - 1], "--resume", "--", *sticky]) == 0
+    assert [(call[2].name, call[5]) for call in trained] == [("qbert", True), ("breakout", True)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--train", "--out", "o", "--", "--game", "pong"], "choose them with --games"),
+        (["--report-only", "--out", "o", "--", "--seed", "1"], "only with --train"),
+        (["--out", "o"], "give --train .* or --report-only"),
+        (["--report-only", "--out", "o", "--games", "pong"], "--games: pong: not one of"),
+        (["--report-only", "--out", "o", "--seeds", "x"], "--seeds 'x'"),
+        (["run", "--report-only"], "go with --out"),
+        ([], "give run directories, or --out"),
+    ],
+)
+def test_the_seeds_form_refuses_what_it_cannot_do(tmp_path, monkeypatch, capsys, argv, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        atari5.main(argv)
+    assert re.search(message, capsys.readouterr().err)

@@ -61,6 +61,15 @@ class SeedResult:
         return level_frames(self, self.stop)
 
 
+def parse_seeds(text: str) -> list[int]:
+    """``0-4`` or ``0,2,5`` (or both: ``0-2,7``); ValueError on anything else."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        seeds += range(int(low), int(high or low) + 1)
+    return seeds
+
+
 def read_result(seed: int, run_dir: Path) -> SeedResult:
     """A seed's figures from its run directory; ValueError naming the file if missing."""
     path = run_dir / "summary.json"

@@ -11,7 +11,16 @@ import time
 import pytest
 
 from atari_speed.app import seeds as seeds_module
-from atari_speed.app.seeds import finished, lane_cores, lock_log, median, read_result, report, table
+from atari_speed.app.seeds import (
+    finished,
+    lane_cores,
+    lock_log,
+    median,
+    parse_seeds,
+    read_result,
+    report,
+    table,
+)
 from atari_speed.core.errors import ConfigError
 
 
@@ -48,6 +57,14 @@ def fake_run(
     if play is not None:
         (path / "play.json").write_text(json.dumps({"mean": play}))
     return path
+
+
+def test_seeds_are_given_as_ranges_or_lists():
+    assert parse_seeds("0-2") == [0, 1, 2]
+    assert parse_seeds("0,2,5") == [0, 2, 5]
+    assert parse_seeds("0-2,7") == [0, 1, 2, 7]
+    with pytest.raises(ValueError):
+        parse_seeds("a-b")
 
 
 def test_median_counts_unsolved_as_the_largest():
