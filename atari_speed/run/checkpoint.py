@@ -131,6 +131,7 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     OSError behind a RuntimeError, so the error's chain is what tells).
     """
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    remove_stale_temps(path)
     try:
         with open(tmp, "wb") as f:
             yield f
@@ -146,6 +147,28 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
                 f"or give --run-dir on another disk ({path.name} keeps its last good version)"
             ) from err
         raise
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Remove the half-written temp files of ``path`` whose writer is gone: a process
+    killed mid-write (SIGKILL, power loss) leaves its ``.<name>.tmp-<pid>``, as large as
+    the file, which nothing else would ever remove. A live writer's file is kept."""
+    for tmp in path.parent.glob(f".{path.name}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[1]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def save_checkpoint(checkpoint: Checkpoint, path: Path) -> None:

@@ -288,3 +288,63 @@ def test_a_damaged_checkpoint_ends_the_entry_points_at_once(real_checkpoint, tmp
     out = run_script(script, *args, timeout=300)
     assert refused_in_one_line(out.returncode, out.stderr), out.stderr
     assert f"{target}: damaged checkpoint" in out.stderr
+
+
+KILLED_WRITER = """
+import sys, time
+from pathlib import Path
+from atari_speed.run.checkpoint import atomic_file
+with atomic_file(Path(sys.argv[1])) as f:
+    f.write(b"half of a new checkpoint")
+    f.flush()
+    print("writing", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_writer_killed_mid_write_leaves_the_last_good_file_and_its_temp_is_cleared(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from atari_speed.run.checkpoint import save_atomic
+
+    path = tmp_path / "checkpoint.pt"
+    save_atomic({"version": "old"}, path)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+    finally:
+        writer.kill()
+    # the kill left the last good file whole, and the writer's temp behind
+    assert torch.load(path) == {"version": "old"}
+    assert [p.name for p in tmp_path.glob(".checkpoint.pt.tmp-*")] == [
+        f".checkpoint.pt.tmp-{writer.pid}"
+    ]
+    save_atomic({"version": "new"}, path)  # the next write clears the dead writer's temp
+    assert torch.load(path) == {"version": "new"}
+    assert list(tmp_path.glob(".checkpoint.pt.tmp-*")) == []
+
+
+def test_a_live_writers_temp_is_kept(tmp_path):
+    import subprocess
+    import sys
+
+    from atari_speed.run.checkpoint import remove_stale_temps
+
+    path = tmp_path / "checkpoint.pt"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live = tmp_path / f".checkpoint.pt.tmp-{sleeper.pid}"
+        live.write_bytes(b"being written")
+        remove_stale_temps(path)
+        assert live.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait(timeout=30)
+    remove_stale_temps(path)
+    assert not live.exists()
