@@ -158,7 +158,7 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         return "no runs\n"
     stop = results[0].stop
     levels = (*LEVELS, stop)
-    head = [f"frames to {lv}" for lv in levels] + [f"min to {lv}" for lv in levels]
+    head = [f"steps to {lv}" for lv in levels] + [f"min to {lv}" for lv in levels]
     head += ["greedy solve", "greedy low after", "greedy to book's", "FPS", "best smoothed"]
     head += ["play.py"]
     lines = ["| seed | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
@@ -198,10 +198,11 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
     lines += [
         "",
         f"{solved} of {len(results)} seeds solved (smoothed training score >= {stop}). "
-        f"Minutes are frames over {clock}. Greedy solve: the first evaluation (a snapshot's "
-        "greedy games) whose mean reached the stop reward; greedy low after: the lowest "
-        "evaluation from it on (did the agent stay solved?); greedy to book's: frames from "
-        "it to the training score's solve. play.py: best.pt's mean over greedy games.",
+        "Steps are agent steps summed over the envs (times the frame skip: emulator "
+        f"frames); minutes are steps over {clock}. Greedy solve: the first evaluation "
+        "(a snapshot's greedy games) whose mean reached the stop reward; greedy low after: "
+        "the lowest evaluation from it on (did the agent stay solved?); greedy to book's: "
+        "steps from it to the training score's solve. play.py: best.pt's mean over greedy games.",
     ]
     return "\n".join(lines) + "\n"
 
