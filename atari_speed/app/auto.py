@@ -164,10 +164,16 @@ def fake_batch(
 
 
 def _update_ms(
-    preset: Preset, obs_shape: tuple[int, ...], actions: int, bf16: bool, envs: int
-) -> float:
-    """Milliseconds of one SGD update of the preset's learner: a DQN batch, or one PQN
-    minibatch of a rollout of ``envs``; the median of 5 after one that warms caches."""
+    preset: Preset,
+    obs_shape: tuple[int, ...],
+    actions: int,
+    precisions: tuple[bool, ...],
+    envs: int,
+) -> list[float]:
+    """Milliseconds of one SGD update of the preset's learner (a DQN batch, or one PQN
+    minibatch of a rollout of ``envs``) in each precision given (True: bf16): the median of
+    5 after one that warms caches. The precisions take turns update by update, so a busy
+    moment of the machine slows both alike instead of tipping the choice between them."""
     import torch
 
     from atari_speed.agent.learning import make_learner
@@ -175,7 +181,10 @@ def _update_ms(
 
     device = pick_device(preset.run.device)
     dqn = preset.dqn
-    learner = make_learner(preset, build_network(dqn, obs_shape, actions), device, bf16=bf16)
+    learners = [
+        make_learner(preset, build_network(dqn, obs_shape, actions), device, bf16=bf16)
+        for bf16 in precisions
+    ]
     size = max(update_schedule(preset, envs).batch, 1)
     batch = fake_batch(size, obs_shape, actions, dqn.gamma**dqn.n_steps)
     # One update is the only thing the two learners take differently: DQN's a sampled
@@ -184,14 +193,15 @@ def _update_ms(
         args = tuple(torch.from_numpy(a) for a in (batch.states, batch.actions, batch.returns))
     else:
         args = (batch,)
-    times = []
+    times: list[list[float]] = [[] for _ in learners]
     for _ in range(6):
-        start = time.perf_counter()
-        learner.step(*args)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times[1:]) * 1e3)  # the first update warms caches
+        for learner, own in zip(learners, times, strict=True):
+            start = time.perf_counter()
+            learner.step(*args)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            own.append(time.perf_counter() - start)
+    return [float(np.median(own[1:]) * 1e3) for own in times]  # the first warms caches
 
 
 def calibrate(machine: Machine, preset: Preset, seconds: float = 1.0) -> Machine:
@@ -213,9 +223,12 @@ def calibrate(machine: Machine, preset: Preset, seconds: float = 1.0) -> Machine
     shape, actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
     probe.close()
     run, (envs, _) = preset.run, choose_envs(preset, machine)
-    machine.update_ms = _update_ms(preset, shape, actions, run.precision == "bf16", envs)
     if run.precision == AUTO:
-        machine.update_ms_bf16 = _update_ms(preset, shape, actions, True, envs)
+        machine.update_ms, machine.update_ms_bf16 = _update_ms(
+            preset, shape, actions, (False, True), envs
+        )
+    else:
+        (machine.update_ms,) = _update_ms(preset, shape, actions, (run.precision == "bf16",), envs)
     return machine
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 
 import pytest
 
@@ -159,3 +160,25 @@ def test_check_calibrates_the_preset_s_own_minibatch(monkeypatch, capsys, name):
     minibatch = probe.run.envs * probe.pqn.rollout // probe.pqn.minibatches
     assert minibatch == own.run.envs * own.pqn.rollout // own.pqn.minibatches
     assert "auto would choose" in capsys.readouterr().out
+
+
+def test_a_busy_moment_slows_both_precisions_alike(monkeypatch):
+    # The machine is busy for the first 6 updates timed, then idle; both precisions cost
+    # the same. Timed one precision after the other, fp32 would take the busy updates and
+    # bf16 would look 5x faster; taking turns, both see the busy moment alike.
+    import atari_speed.agent.learning as learning
+
+    calls = [0]
+
+    class Learner:
+        def step(self, *args):
+            calls[0] += 1
+            time.sleep(0.012 if calls[0] <= 6 else 0.002)
+
+    monkeypatch.setattr(learning, "make_learner", lambda *a, **k: Learner())
+    preset = load_preset("pong-fast")
+    fp32, bf16 = auto._update_ms(preset, (4, 42, 42), 6, (False, True), envs=8)
+    assert calls[0] == 12
+    assert abs(fp32 - bf16) < 0.5 * min(fp32, bf16)
+    machine = auto.Machine(cores=2, memory_gb=24.0, update_ms=fp32, update_ms_bf16=bf16)
+    assert auto.choose_precision(preset, machine)[0] == "fp32"
