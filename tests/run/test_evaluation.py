@@ -24,12 +24,12 @@ class ScriptedGame(gym.Env):
 
     def reset(self, *, seed=None, options=None):
         self.resets += 1
-        return np.full((4, 2, 2), self.t, np.uint8), {}
+        return np.full((4, 2, 2), self.t % 256, np.uint8), {}
 
     def step(self, action):
         self.actions.append(int(action))
         self.t += 1
-        obs = np.full((4, 2, 2), self.t, np.uint8)
+        obs = np.full((4, 2, 2), self.t % 256, np.uint8)  # a long game wraps, not overflows
         if self.t == self.length:
             return obs, 0.0, True, False, {"episode": {"r": self.score, "l": self.t}}
         return obs, 0.0, self.t == self.life_at, False, {}
