@@ -19,14 +19,12 @@ RESOLVED = (
 )
 
 
-@pytest.fixture
-def checkpoint(tmp_path):
-    path = tmp_path / "run" / "checkpoint.pt"
-    path.parent.mkdir()
+def save_stored_preset(preset: dict, path) -> None:
+    """A checkpoint at ``path`` whose stored (resolved) preset is ``preset``."""
     saved = Checkpoint(
         game="pong",
         pipeline={"stages": []},
-        preset=RESOLVED.to_dict(),
+        preset=preset,
         obs_shape=[4, 42, 42],
         actions=6,
         dueling=False,
@@ -34,6 +32,13 @@ def checkpoint(tmp_path):
         net={},
     )
     save_checkpoint(saved, path)
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    path = tmp_path / "run" / "checkpoint.pt"
+    path.parent.mkdir()
+    save_stored_preset(RESOLVED.to_dict(), path)
     return path
 
 
@@ -83,17 +88,7 @@ def test_a_checkpoint_of_an_earlier_version_resumes_with_its_old_field_names(tmp
     saved = old_names(resolved.to_dict())
     assert {f"{s}.{k}" for s in saved if s != "name" for k in saved[s]} >= set(RENAMED)
     path = tmp_path / "checkpoint.pt"
-    checkpoint = Checkpoint(
-        game="pong",
-        pipeline={"stages": []},
-        preset=saved,
-        obs_shape=[4, 42, 42],
-        actions=6,
-        dueling=False,
-        frames=15_336,
-        net={},
-    )
-    save_checkpoint(checkpoint, path)
+    save_stored_preset(saved, path)
     preset, line = resumed_preset(path, ["run.frames=90000"])
     assert preset == resolved.replace("run", steps=90_000)
     assert line.endswith(
