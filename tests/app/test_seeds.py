@@ -178,6 +178,7 @@ def test_run_seeds_trains_each_seed_once_in_its_lane(tmp_path, monkeypatch):
 
     monkeypatch.setattr(seeds, "train_command", fake_command)
     monkeypatch.setattr(seeds.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(seeds.os, "sched_getaffinity", lambda pid: {0, 1})  # a 2-core machine
     seeds.run_seeds("pong-fast", [0, 1, 2], tmp_path, ["--frames", "9"], lanes=2)
     assert sorted(c[1] for c in calls) == [0, 1, 2]
     assert all(c[0] == "pong-fast" and c[2] == ["--frames", "9"] for c in calls)

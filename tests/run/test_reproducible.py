@@ -37,7 +37,8 @@ def weights(args: list[str], run_dir: Path, seed: int, threads: int = 0) -> dict
     """The weights a run learned: train.py in a process of its own, or, given the torch
     threads a fresh one had (they decide how a sum is split, hence its last bits), its main
     in this process (one interpreter's start, ~8 s here, saved per run)."""
-    run = [*args, "--seed", str(seed), "--run-dir", str(run_dir)]
+    # on the CPU also where a GPU is: CUDA's kernels need not sum in one order
+    run = ["--device", "cpu", *args, "--seed", str(seed), "--run-dir", str(run_dir)]
     if threads:
         before = torch.get_num_threads()
         torch.set_num_threads(threads)

@@ -30,6 +30,10 @@ from tests.scripts import (
 )
 
 TINY = [
+    # on the CPU also where a GPU is: these tests compare weights bit for bit, which CUDA's
+    # kernels need not reproduce (tests/test_cuda.py runs train.py there)
+    "--device",
+    "cpu",
     "--set",
     "replay.initial=200",
     "--set",
@@ -693,7 +697,7 @@ def test_best_pt_holds_the_weights_that_were_evaluated_not_the_later_ones(tmp_pa
         run.tracker.advance(10)
         run.periodic(0.0)
         assert run.evaluation is not None, "due at 10 frames"
-        evaluated = {k: v.clone() for k, v in run.learner.net.state_dict().items()}
+        evaluated = {k: v.cpu().clone() for k, v in run.learner.net.state_dict().items()}
         with torch.no_grad():
             for p in run.learner.net.parameters():
                 p.add_(1.0)
