@@ -1,7 +1,7 @@
 """On a real CUDA device: PQN's updates are the CPU's math, bf16 runs there, and a short
 pong-fast run trains, checkpoints and plays back on the CPU. The other tests fake the device
 (tests/agent/test_learner.py, test_pqn.py); these need one, so they are skipped where torch
-sees none (CI's machines have none). docs/pong-fast.md says where they last ran."""
+sees none (CI's machines have none). docs/testing.md says where they last ran."""
 
 from __future__ import annotations
 

@@ -80,6 +80,11 @@ def _span(values: list[float], fmt: str) -> str:
     return low if low == high else f"{low} to {high}"
 
 
+def _cores(cores: int) -> str:
+    """A run set's CPU cores where they are not the usual 2."""
+    return "" if cores == 2 else f", {cores} cores"
+
+
 def _game(name: str) -> str:
     return "".join(word.capitalize() for word in name.split("_"))
 
@@ -92,7 +97,8 @@ def _number(value: float) -> str:
 def today_table(data: dict[str, Any], link: str) -> str:
     """Today's presets: Pong's current run sets, then the current Atari runs."""
     lines = [
-        "| preset | game | CPU (2 cores), precision | seeds | result | `play.py`, greedy "
+        "| preset | game | machine (2 CPU cores unless said), precision | seeds | result "
+        "| `play.py`, greedy "
         "| minutes | Dopamine at 10M frames: DQN / Rainbow | details |",
         "|---|---|---|---|---|---:|---:|---:|---|",
     ]
@@ -108,7 +114,7 @@ def today_table(data: dict[str, Any], link: str) -> str:
         cells = [
             f"`{s['preset']}`",
             "Pong",
-            f"{s['cpu_short']}, {s['precision']}",
+            f"{s['cpu_short']}{_cores(s['cores'])}, {s['precision']}",
             ", ".join(str(r["seed"]) for r in runs),
             result,
             _span(greedy, ".1f") if greedy else "not run",
@@ -150,7 +156,7 @@ def pong_minutes(data: dict[str, Any], link: str) -> str:
     lines = []
     for s in (s for s in data["sets"] if s.get("current")):
         solved = [r for r in s["runs"] if r.get("to_18") is not None]
-        cores = "" if s["cores"] == 2 else f", {s['cores']} cores"
+        cores = _cores(s["cores"])
         took = (
             f"solved Pong in {_span([r['to_18'] for r in solved], '.1f')} minutes"
             if solved
@@ -177,7 +183,7 @@ def summary_table(sets: list[dict[str, Any]], link: str) -> str:
         runs = s["runs"]
         solved = [r for r in runs if r.get("to_18") is not None]
         others = [r for r in runs if r.get("to_18") is None]
-        cpu = s["cpu_short"] + ("" if s["cores"] == 2 else f", {s['cores']} cores")
+        cpu = s["cpu_short"] + _cores(s["cores"])
         lines.append(
             "| "
             + " | ".join(
