@@ -15,8 +15,9 @@ how far each part runs from the matmul ceiling; parts with no arithmetic to spea
 ``--levers`` times today's update against torch.compile of the network, in-place ReLUs
 and NCHW weights and frames, interleaved. ``--eval-beside`` runs the learner alone, then
 beside a thread playing greedy games as pong-fast's evaluation does (10 games side by
-side, one batched forward pass a step), at the process's threads and at one thread while
-the games play, and says the games' agent steps a second in each.
+side, one batched forward pass a step), at the process's threads, at one thread while
+the games play, and with the games' thread at the lowest priority (nice 19), and says the
+games' agent steps a second in each.
 
 Run it on an otherwise idle machine: every figure is a median of ``--reps`` windows.
 """
@@ -240,7 +241,9 @@ def eval_beside(threads: int, seconds: float) -> None:
 
     snapshot.forward = counting
 
-    def play(stop: threading.Event) -> None:
+    def play(stop: threading.Event, nice: bool) -> None:
+        if nice:  # this thread and the torch threads it starts: Linux's nice is per thread
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         envs = [make_env("small", "pong", seed=i) for i in range(10)]
         while not stop.is_set():
             play_side_by_side(
@@ -255,13 +258,14 @@ def eval_beside(threads: int, seconds: float) -> None:
         ("games alone, one thread", True, None, 1),
         ("learner beside the games", True, threads, threads),
         ("learner beside the games, one thread while they play", True, threads, 1),
+        ("learner beside the games at the lowest priority", "nice", threads, threads),
     )
     print(f"\n| {threads} thread(s) | ms per update | games' agent steps a second |")
     print("|---|---:|---:|")
     for name, games, learning, during in conditions:
         torch.set_num_threads(during)
         stop = threading.Event()
-        player = threading.Thread(target=play, args=(stop,)) if games else None
+        player = threading.Thread(target=play, args=(stop, games == "nice")) if games else None
         if player:
             player.start()
             time.sleep(2.0)  # the envs made and the games under way
