@@ -1,17 +1,17 @@
-"""A preset (or a variant of it) over several seeds: per seed, frames and minutes to a
-smoothed -15, 0 and the stop reward, the greedy agent's solve, FPS and the greedy score
+"""A preset (or a variant of it) over several seeds: per seed, agent steps and minutes to
+a smoothed -15, 0 and the stop reward, the greedy agent's solve, FPS and the greedy score
 of best.pt in play.py; over the seeds, the median and the worst; one plot of every
-seed's curve against frames.
+seed's curve against agent steps.
 
     uv run benchmarks/seeds.py --preset pong-fast --seeds 0-4 --out runs/seeds-pong-fast
     uv run benchmarks/seeds.py --preset pong-fast --seeds 0-4 --lanes 2 --out runs/nd \\
-        -- --set pqn.lr_decay=false --frames 1500000    # screening: two seeds at once
+        -- --steps 1000000 --set pqn.lr_decay_steps=3000000   # screening: two at once
     uv run benchmarks/seeds.py --seeds 0-4 --out runs/nd --report-only --fps-alone 1500
 
 Arguments after ``--`` go to every train.py run. Seeds already finished in ``--out``
 are kept, so the command can be run again after a stop; with ``--resume`` a seed stopped
-part way goes on from its checkpoint.pt (else it is refused). Frames to a score do not depend
-on how busy the machine is, so ``--lanes 2`` (two runs at once, one core each) screens a
+part way goes on from its checkpoint.pt (else it is refused). Agent steps to a score do not
+depend on how busy the machine is, so ``--lanes 2`` (two runs at once, one core each) screens a
 recipe in half the wall time; for minutes, measure FPS with one run alone on the machine
 and give it as ``--fps-alone``. Writes seeds.md, seeds.json and seeds.png in ``--out``.
 """
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument(
         "--fps-alone",
         type=float,
-        help="FPS of one run alone on the machine: minutes = frames / this (default: each "
+        help="FPS of one run alone on the machine: minutes = agent steps / this (default: each "
         "run's own FPS, right only when the runs ran one at a time)",
     )
     parser.add_argument("--title", help="the table's and the plot's title")

@@ -2,9 +2,9 @@
 seed beside the median and the worst (``benchmarks/seeds.py`` is the command).
 
 The worst seed is the figure that matters: a recipe that solves on a lucky seed and not
-on another is the complaint users make of every DQN code. Frames to a score do not
+on another is the complaint users make of every DQN code. Agent steps to a score do not
 depend on how busy the machine is, so seeds may train side by side (``lanes``, each pinned
-to its own cores); minutes are frames over an FPS measured with the machine to one run
+to its own cores); minutes are agent steps over an FPS measured with the machine to one run
 (``fps_alone``), or the runs' own clocks when they ran one at a time.
 """
 
@@ -208,7 +208,7 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
 
 
 def plot(results: list[SeedResult], title: str, path: Path) -> None:
-    """Every seed's smoothed training score against frames, with the stop reward."""
+    """Every seed's smoothed training score against agent steps, with the stop reward."""
     runs = [(f"seed {r.seed}", Path(r.run_dir)) for r in results]
     line = float(results[0].stop) if results else None
     plot_scores(title, runs, path, by_steps=True, line_at=line)
