@@ -37,7 +37,7 @@ def test_learning_rate_follows_steps_and_the_smoothed_score():
     assert lr_factor(preset, 2000, 0.0) == 0.0  # past the step horizon
     flat = load_preset("pong-fast", ["pqn.lr_decay=false", "pqn.lr_at_stop=0.2"])
     assert lr_factor(flat, 10**9, 9.0) == pytest.approx(0.6)  # the score's part alone
-    off = load_preset("pong-fast", ["run.steps=1000"])
+    off = load_preset("pong-fast", ["run.steps=1000", "pqn.lr_at_stop=1.0"])
     assert lr_factor(off, 500, 17.0) == pytest.approx(0.5)  # lr_at_stop 1: score ignored
 
 
@@ -54,7 +54,8 @@ def test_a_score_schedule_must_start_below_the_stop_reward():
 
     with pytest.raises(ConfigError, match=r"lr_score_from = 18 is not below .* stop_reward = 18"):
         load_preset("pong-fast", ["pqn.lr_at_stop=0.2", "pqn.lr_score_from=18.0"])
-    load_preset("pong-fast", ["pqn.lr_score_from=18.0"])  # lr_at_stop 1: the score is unused
+    # lr_at_stop 1: the score is unused
+    load_preset("pong-fast", ["pqn.lr_at_stop=1.0", "pqn.lr_score_from=18.0"])
 
 
 def test_a_runs_learning_rate_follows_its_smoothed_score():
