@@ -252,20 +252,21 @@ def eval_beside(threads: int, seconds: float) -> None:
         for env in envs:
             env.close()
 
+    # (name, games played, their thread at nice 19, learner's threads, threads meanwhile)
     conditions = (
-        ("learner alone", False, threads, threads),
-        ("games alone", True, None, threads),
-        ("games alone, one thread", True, None, 1),
-        ("learner beside the games", True, threads, threads),
-        ("learner beside the games, one thread while they play", True, threads, 1),
-        ("learner beside the games at the lowest priority", "nice", threads, threads),
+        ("learner alone", False, False, threads, threads),
+        ("games alone", True, False, None, threads),
+        ("games alone, one thread", True, False, None, 1),
+        ("learner beside the games", True, False, threads, threads),
+        ("learner beside the games, one thread while they play", True, False, threads, 1),
+        ("learner beside the games at the lowest priority", True, True, threads, threads),
     )
     print(f"\n| {threads} thread(s) | ms per update | games' agent steps a second |")
     print("|---|---:|---:|")
-    for name, games, learning, during in conditions:
+    for name, games, nice, learning, during in conditions:
         torch.set_num_threads(during)
         stop = threading.Event()
-        player = threading.Thread(target=play, args=(stop, games == "nice")) if games else None
+        player = threading.Thread(target=play, args=(stop, nice)) if games else None
         if player:
             player.start()
             time.sleep(2.0)  # the envs made and the games under way

@@ -11,22 +11,18 @@ import numpy as np
 import pytest
 import torch
 
-from atari_speed.agent.networks import DQN
 from atari_speed.agent.pqn import QLambdaLearner
-from atari_speed.core.config import DQNConfig, PQNConfig
 from atari_speed.run.checkpoint import load_checkpoint
-from tests.agent.test_pqn import SHAPE, filled_rollout
+from tests.agent.test_pqn import filled_rollout
+from tests.agent.test_pqn import learner as pqn_learner
 from tests.scripts import play_here, train_here
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
 
 
 def learner(device: str, bf16: bool = False, **pqn: int) -> QLambdaLearner:
-    torch.manual_seed(0)
-    net = DQN(SHAPE, 3, network="small", layer_norm=True)
-    cfg = DQNConfig(algorithm="pqn", learning_rate=1e-3, gamma=0.9, layer_norm=True)
-    config = PQNConfig(**{"minibatches": 4, **pqn})
-    return QLambdaLearner(net, cfg, config, torch.device(device), bf16=bf16, channels_last=True)
+    """test_pqn's learner, channels-last, on ``device``."""
+    return pqn_learner(bf16, channels_last=True, device=device, **{"minibatches": 4, **pqn})
 
 
 def moved_and_apart(a: QLambdaLearner, b: QLambdaLearner) -> tuple[float, float]:

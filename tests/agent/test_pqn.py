@@ -38,12 +38,14 @@ def filled_rollout(
     return rollout
 
 
-def learner(bf16: bool = False, channels_last: bool = False, **pqn) -> QLambdaLearner:
+def learner(
+    bf16: bool = False, channels_last: bool = False, device: str = "cpu", **pqn
+) -> QLambdaLearner:
     torch.manual_seed(0)
     net = DQN(SHAPE, 3, network="small", layer_norm=True)
     cfg = DQNConfig(algorithm="pqn", learning_rate=1e-3, gamma=0.9, layer_norm=True)
     return QLambdaLearner(
-        net, cfg, PQNConfig(**pqn), torch.device("cpu"), bf16=bf16, channels_last=channels_last
+        net, cfg, PQNConfig(**pqn), torch.device(device), bf16=bf16, channels_last=channels_last
     )
 
 
