@@ -7,8 +7,11 @@ frames between two evaluations at a given training FPS.
 
 The share printed is the evaluation's CPU over training's (``cores`` x the seconds those
 frames take at ``--fps``): what a run loses while evaluations are on, where the machine
-has no idle core. A trained agent's games are the long ones (Pong's last 1,600 to 2,400
-agent steps); an untrained one's are short, so give the run's best.pt.
+has no idle core. ``--backend ale`` plays the same games on ale-py's C++ vector env
+instead (one worker thread, one batched forward pass a step, every env stepped until the
+longest game ends): whether a faster env would make an evaluation cheaper. A trained
+agent's games are the long ones (Pong's last 1,600 to 2,400 agent steps); an
+untrained one's are short, so give the run's best.pt.
 """
 
 from __future__ import annotations
@@ -21,9 +24,31 @@ import time
 import numpy as np
 import torch
 
+from atari_speed.agent.policy import act
 from atari_speed.envs.pipeline import make_env
+from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.checkpoint import load_checkpoint
 from atari_speed.run.evaluation import play_side_by_side
+
+
+def play_on_ale(ckpt: object, net: torch.nn.Module, episodes: int, seed: int) -> list[float]:
+    """One game on each of ``episodes`` envs of ale-py's vector env, greedy; the env can
+    only step all its envs, so the ones whose game is over play on, unscored."""
+    venv = make_vector_env(ckpt.pipeline, ckpt.game, episodes, "ale", seed=seed, num_threads=1)
+    try:
+        obs, _ = venv.reset(seed=seed)
+        scores: list[float | None] = [None] * episodes
+        rng = np.random.default_rng(seed)
+        while any(score is None for score in scores):
+            actions = act(net, obs, 0.0, venv.single_action_space.n, rng, torch.device("cpu"))[0]
+            obs, _, _, _, infos = venv.step(actions)
+            if "episode" in infos:
+                for i in np.flatnonzero(infos["_episode"]):
+                    if scores[i] is None:
+                        scores[i] = float(infos["episode"]["r"][i])
+        return [float(score) for score in scores if score is not None]
+    finally:
+        venv.close()
 
 
 def main() -> None:
@@ -33,7 +58,16 @@ def main() -> None:
     parser.add_argument("checkpoint", help="a best.pt or checkpoint.pt")
     parser.add_argument("--episodes", type=int, default=10, help="games per evaluation")
     parser.add_argument("--fps", type=float, required=True, help="training FPS, measured alone")
-    parser.add_argument("--every", type=int, default=100_000, help="frames between evaluations")
+    parser.add_argument(
+        "--every", type=int, default=100_000, help="agent steps between evaluations"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("python", "ale"),
+        default="python",
+        help="python: the run's evaluation (the pipeline's envs side by side); "
+        "ale: ale-py's vector env",
+    )
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--reps", type=int, default=3, help="evaluations timed (median)")
     args = parser.parse_args()
@@ -42,25 +76,30 @@ def main() -> None:
     budget = args.cores * args.every / args.fps
     costs = []
     for rep in range(args.reps):
-        envs = [
-            make_env(ckpt.pipeline, ckpt.game, seed=1000 * rep + i) for i in range(args.episodes)
-        ]
-        rng = np.random.default_rng(rep)
         cpu, wall = time.process_time(), time.perf_counter()
-        scores = play_side_by_side(envs, net, torch.device("cpu"), 0.0, rng)
+        if args.backend == "ale":
+            scores = play_on_ale(ckpt, net, args.episodes, seed=1000 * rep)
+        else:
+            envs = [
+                make_env(ckpt.pipeline, ckpt.game, seed=1000 * rep + i)
+                for i in range(args.episodes)
+            ]
+            scores = play_side_by_side(
+                envs, net, torch.device("cpu"), 0.0, np.random.default_rng(rep)
+            )
+            for env in envs:
+                env.close()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        for env in envs:
-            env.close()
         costs.append(cpu)
         print(
             f"evaluation {rep}: mean {np.mean(scores):+.1f} over {len(scores)} games, "
             f"{cpu:.1f} CPU s ({wall:.1f} s wall), {cpu / budget:.1%} of training's "
-            f"{budget:.0f} CPU s per {args.every:,} frames"
+            f"{budget:.0f} CPU s per {args.every:,} agent steps"
         )
     median = statistics.median(costs)
     print(
         f"median: {median:.1f} CPU s per evaluation = {median / budget:.1%} of training's CPU "
-        f"at {args.fps:,.0f} FPS on {args.cores} cores, evaluating every {args.every:,} frames"
+        f"at {args.fps:,.0f} FPS on {args.cores} cores, evaluating every {args.every:,} agent steps"
     )
 
 
