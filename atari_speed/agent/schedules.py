@@ -19,11 +19,27 @@ import numpy as np
 from atari_speed.core.config import ExploreConfig, PQNConfig, Preset
 
 
-def epsilon_at(explore: ExploreConfig, steps: int) -> float:
+def epsilon_at(
+    explore: ExploreConfig,
+    steps: int,
+    smoothed: float | None = None,
+    stop_reward: float | None = None,
+) -> float:
     """The linear schedule: ``epsilon_start`` at agent step 0 to ``epsilon_final`` at
-    ``epsilon_steps``, then flat."""
+    ``epsilon_steps``, then flat; or, with ``explore.epsilon_at_stop`` set and the smoothed
+    training score and stop reward given, from there on linear in the score, from
+    ``epsilon_final`` at ``explore.score_from`` to ``epsilon_at_stop`` at ``stop_reward``."""
     fraction = min(1.0, steps / explore.epsilon_steps)
-    return explore.epsilon_start + fraction * (explore.epsilon_final - explore.epsilon_start)
+    by_steps = explore.epsilon_start + fraction * (explore.epsilon_final - explore.epsilon_start)
+    if explore.epsilon_at_stop < 0 or fraction < 1.0 or smoothed is None or stop_reward is None:
+        return by_steps
+    way = score_way(smoothed, explore.score_from, stop_reward)
+    return explore.epsilon_final + way * (explore.epsilon_at_stop - explore.epsilon_final)
+
+
+def score_way(smoothed: float, start: float, stop: float) -> float:
+    """How far the smoothed training score is from ``start`` to ``stop`` (0..1, clipped)."""
+    return min(max((smoothed - start) / (stop - start), 0.0), 1.0)
 
 
 def lr_factor(preset: Preset, steps: int, smoothed: float | None) -> float:
@@ -38,8 +54,7 @@ def lr_factor(preset: Preset, steps: int, smoothed: float | None) -> float:
     by_steps = max(1.0 - steps / horizon, 0.0) if pqn.lr_decay else 1.0
     if smoothed is None or pqn.lr_at_stop >= 1.0:
         return by_steps
-    span = preset.run.stop_reward - pqn.lr_score_from
-    way = min(max((smoothed - pqn.lr_score_from) / span, 0.0), 1.0)
+    way = score_way(smoothed, pqn.lr_score_from, preset.run.stop_reward)
     return by_steps * (1.0 - way * (1.0 - pqn.lr_at_stop))
 
 

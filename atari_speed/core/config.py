@@ -260,6 +260,21 @@ class ExploreConfig:
         low=0.0,
         high=1.0,
     )
+    epsilon_at_stop: float = doc(
+        "-1 = off; else, once epsilon_steps have passed, epsilon falls linearly with the "
+        "smoothed training score, from epsilon_final at explore.score_from to this at "
+        "run.stop_reward: random actions that make the agent learn off its own path while it "
+        "learns, few once its training games are to score the stop reward. n-env and "
+        "baseline modes (parallel mode's actors do not see the score)",
+        -1.0,
+        low=-1.0,
+        high=1.0,
+    )
+    score_from: float = doc(
+        "the smoothed training score from which epsilon falls towards "
+        "explore.epsilon_at_stop; below run.stop_reward",
+        0.0,
+    )
 
 
 @dataclass(frozen=True)
@@ -406,6 +421,19 @@ def check_consistency(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [run] engine = 'ray' with mode = {preset.run.mode!r}; Ray runs parallel "
             "mode's actors: use mode = 'parallel'"
+        )
+    explore = preset.explore
+    if explore.epsilon_at_stop >= 0 and preset.run.mode == "parallel":
+        raise ConfigError(
+            f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} with mode = "
+            "'parallel': its actors do not see the training score; use mode = 'n-env', or "
+            "epsilon_at_stop = -1"
+        )
+    if explore.epsilon_at_stop >= 0 and explore.score_from >= preset.run.stop_reward:
+        raise ConfigError(
+            f"{source}: [explore] score_from = {explore.score_from:g} is not below [run] "
+            f"stop_reward = {preset.run.stop_reward:g}: epsilon falls with the score between "
+            "the two"
         )
     if preset.dqn.algorithm == "pqn":
         _check_pqn(source, preset)

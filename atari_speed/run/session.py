@@ -102,7 +102,12 @@ class Run:
 
     @property
     def epsilon(self) -> float:
-        return epsilon_at(self.preset.explore, self.frames)
+        return epsilon_at(
+            self.preset.explore,
+            self.frames,
+            self.tracker.scores.smoothed,
+            self.preset.run.stop_reward,
+        )
 
     @property
     def done(self) -> bool:

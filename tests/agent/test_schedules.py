@@ -24,6 +24,49 @@ def test_epsilon_decays_linearly_then_stays():
     assert epsilon_at(explore, 10**9) == pytest.approx(0.1)
 
 
+def test_epsilon_falls_with_the_smoothed_score_once_its_step_schedule_ends():
+    explore = ExploreConfig(
+        epsilon_start=1.0,
+        epsilon_final=0.01,
+        epsilon_steps=1000,
+        epsilon_at_stop=0.001,
+        score_from=0.0,
+    )
+    # during the step schedule, and where no score is known, the steps alone set it
+    assert epsilon_at(explore, 500, 9.0, 18.0) == pytest.approx(0.505)
+    assert epsilon_at(explore, 2000, None, 18.0) == pytest.approx(0.01)
+    assert epsilon_at(explore, 2000, -20.0, 18.0) == pytest.approx(0.01)  # below score_from
+    assert epsilon_at(explore, 2000, 9.0, 18.0) == pytest.approx(0.0055)  # half way
+    assert epsilon_at(explore, 2000, 30.0, 18.0) == pytest.approx(0.001)  # never past it
+    off = ExploreConfig(epsilon_final=0.01, epsilon_steps=1000)  # epsilon_at_stop -1
+    assert epsilon_at(off, 2000, 17.0, 18.0) == pytest.approx(0.01)
+
+
+def test_a_runs_epsilon_follows_its_smoothed_score():
+    from types import SimpleNamespace
+
+    from atari_speed.run.session import Run
+
+    preset = load_preset("pong-fast", ["explore.epsilon_final=0.01", "explore.epsilon_at_stop=0.0"])
+
+    def run_at(smoothed):
+        scores = SimpleNamespace(smoothed=smoothed)
+        tracker = SimpleNamespace(scores=scores)
+        return SimpleNamespace(preset=preset, frames=10**7, tracker=tracker)
+
+    assert Run.epsilon.fget(run_at(None)) == pytest.approx(0.01)
+    assert Run.epsilon.fget(run_at(9.0)) == pytest.approx(0.005)
+
+
+def test_epsilon_falling_with_the_score_is_refused_where_it_cannot_be_followed():
+    from atari_speed.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"score_from = 18 is not below .* stop_reward = 18"):
+        load_preset("pong-fast", ["explore.epsilon_at_stop=0.0", "explore.score_from=18.0"])
+    with pytest.raises(ConfigError, match=r"epsilon_at_stop = 0 with mode = 'parallel'"):
+        load_preset("pong-fast", ["explore.epsilon_at_stop=0.0", "run.mode='parallel'"])
+
+
 def test_learning_rate_follows_steps_and_the_smoothed_score():
     preset = load_preset(
         "pong-fast",
