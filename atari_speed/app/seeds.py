@@ -28,7 +28,7 @@ import numpy as np
 from atari_speed.app.ablation import plot_scores
 from atari_speed.core.errors import ConfigError
 from atari_speed.run.checkpoint import write_text_atomic
-from atari_speed.run.lock import NO_FLOCK, RunDirLock
+from atari_speed.run.lock import LOCK_FILE, NO_FLOCK, RunDirLock
 from atari_speed.run.tracking import summary_steps
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -311,6 +311,14 @@ def start(
         # log's lock (which train.py inherits with the log) is what keeps a second
         # seeds.py from starting this seed too and emptying the winner's log.
         RunDirLock(run_dir).acquire().release()
+        # Another seeds.py sharing ``out`` may have run this seed since this one listed it.
+        if finished(run_dir):
+            raise ConfigError(f"{run_dir}: finished by another run since this seeds.py began")
+        if checkpoint is None and any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+            raise ConfigError(
+                f"{run_dir}: written by another run since this seeds.py began; its run is "
+                "left as it is"
+            )
         if checkpoint is None:
             os.ftruncate(fd, 0)
         env = {**os.environ, "OMP_NUM_THREADS": str(len(cores)), "MKL_NUM_THREADS": str(len(cores))}

@@ -225,6 +225,28 @@ def test_run_seeds_trains_each_seed_once_in_its_lane(tmp_path, monkeypatch):
     assert (tmp_path / "s4.log").read_text().startswith("the first leg\n")
 
 
+def test_a_seed_another_seeds_py_ran_after_this_one_listed_it_is_not_run_again(tmp_path):
+    # Two seeds.py sharing --out, one per core: each lists its seeds at its start, and one
+    # may finish a seed before the other reaches it. Starting it then would empty its log.
+    from atari_speed.app import seeds
+    from atari_speed.core.errors import ConfigError
+
+    done = tmp_path / "s0"
+    done.mkdir()
+    summary = {"steps": 1000, "seconds": 1.0, "solved": True}
+    summary["preset"] = {"run": {"stop_reward": 18.0, "steps": 10**6, "seconds": 0.0}}
+    (done / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "s0.log").write_text("the other's run\n")
+    with pytest.raises(ConfigError, match=r"s0: finished by another run"):
+        seeds.start("pong-fast", 0, tmp_path, [], [0])
+    begun = tmp_path / "s1"
+    begun.mkdir()
+    (begun / "scores.csv").write_text("seconds,steps,score,smoothed\n")
+    with pytest.raises(ConfigError, match=r"s1: written by another run"):
+        seeds.start("pong-fast", 1, tmp_path, [], [0])
+    assert (tmp_path / "s0.log").read_text() == "the other's run\n"
+
+
 WINNER = """
 import sys, time
 print("the winner's first line", flush=True)
