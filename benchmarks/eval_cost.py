@@ -5,13 +5,15 @@ frames between two evaluations at a given training FPS.
 
     uv run benchmarks/eval_cost.py runs/x/best.pt --fps 1571 --every 100000 --reps 3
 
-The share printed is the evaluation's CPU over training's (``cores`` x the seconds those
-frames take at ``--fps``): what a run loses while evaluations are on, where the machine
-has no idle core. ``--backend ale`` plays the same games on ale-py's C++ vector env
-instead (one worker thread, one batched forward pass a step, every env stepped until the
-longest game ends): whether a faster env would make an evaluation cheaper. A trained
-agent's games are the long ones (Pong's last 1,600 to 2,400 agent steps); an
-untrained one's are short, so give the run's best.pt.
+Both backends time the envs' making, play and closing, as the run's evaluation does
+(before ``--backend`` existed the figures left making and closing out). The share
+printed is the evaluation's CPU over training's (``cores`` x the seconds those agent steps
+take at ``--fps``): what a run loses while evaluations are on, where the machine has no
+idle core. ``--backend ale`` plays greedy games of the same snapshot on ale-py's C++
+vector env instead (its own resize; one worker thread, one batched forward pass a step,
+every env stepped until the longest game ends): whether a faster env would make an
+evaluation cheaper. A trained agent's games are the long ones (Pong's last 1,600 to 2,400
+agent steps); an untrained one's are short, so give the run's best.pt.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 import torch
 
 from atari_speed.agent.policy import act
+from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import make_env
 from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.checkpoint import load_checkpoint
@@ -34,7 +37,7 @@ from atari_speed.run.evaluation import play_side_by_side
 def play_on_ale(ckpt: object, net: torch.nn.Module, episodes: int, seed: int) -> list[float]:
     """One game on each of ``episodes`` envs of ale-py's vector env, greedy; the env can
     only step all its envs, so the ones whose game is over play on, unscored."""
-    venv = make_vector_env(ckpt.pipeline, ckpt.game, episodes, "ale", seed=seed, num_threads=1)
+    venv = make_vector_env(ckpt.pipeline, ckpt.game, episodes, "ale", num_threads=1)
     try:
         obs, _ = venv.reset(seed=seed)
         scores: list[float | None] = [None] * episodes
@@ -78,7 +81,10 @@ def main() -> None:
     for rep in range(args.reps):
         cpu, wall = time.process_time(), time.perf_counter()
         if args.backend == "ale":
-            scores = play_on_ale(ckpt, net, args.episodes, seed=1000 * rep)
+            try:
+                scores = play_on_ale(ckpt, net, args.episodes, seed=1000 * rep)
+            except ConfigError as err:  # a pipeline the ale backend cannot play as trained
+                raise SystemExit(f"eval_cost.py: {args.checkpoint}: {err}") from None
         else:
             envs = [
                 make_env(ckpt.pipeline, ckpt.game, seed=1000 * rep + i)

@@ -28,5 +28,6 @@ class AlwaysNoop(torch.nn.Module):
 def test_ale_games_are_whole_games_one_per_env():
     ckpt = SimpleNamespace(pipeline=resolve_pipeline("small"), game="pong")
     scores = eval_cost.play_on_ale(ckpt, AlwaysNoop(), episodes=2, seed=0)
-    # an agent that never moves loses 0-21: a whole game's unclipped score, per env
+    # an agent that never moves loses 0-21: a whole game's score (not a step's or a
+    # point's), one per env
     assert scores == [-21.0, -21.0]

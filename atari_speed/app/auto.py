@@ -296,6 +296,11 @@ def choose_mode(
         return preset.run.mode, []
     if preset.dqn.algorithm == "pqn":
         return choose_pqn_mode(preset, machine, backend, precision)
+    if preset.explore.epsilon_at_stop >= 0:
+        return "n-env", [
+            "mode n-env: explore.epsilon_at_stop follows the training score, which parallel "
+            "mode's actors do not see"
+        ]
     env_ms, learn_ms, env_share = frame_split(preset, machine, backend, precision)
     spare = machine.cores >= 4
     if machine.gpu is None and spare and env_share >= 0.2 and backend != "subprocess":

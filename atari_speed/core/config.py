@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -261,18 +262,20 @@ class ExploreConfig:
         high=1.0,
     )
     epsilon_at_stop: float = doc(
-        "-1 = off; else, once epsilon_steps have passed, epsilon falls linearly with the "
-        "smoothed training score, from epsilon_final at explore.score_from to this at "
-        "run.stop_reward: random actions that make the agent learn off its own path while it "
-        "learns, few once its training games are to score the stop reward. n-env and "
-        "baseline modes (parallel mode's actors do not see the score)",
+        "below 0 = off; else, from epsilon_steps on, epsilon falls linearly with the smoothed "
+        "training score, from epsilon_final at explore.score_from to this at "
+        "run.stop_reward (at or below epsilon_final; a finite stop_reward): more random "
+        "actions while the agent learns, fewer once its training games must score the stop "
+        "reward. n-env and baseline modes only (parallel mode's actors do not see the score; "
+        "auto then takes n-env). A score already past score_from at epsilon_steps moves "
+        "epsilon there at once",
         -1.0,
         low=-1.0,
         high=1.0,
     )
     score_from: float = doc(
         "the smoothed training score from which epsilon falls towards "
-        "explore.epsilon_at_stop; below run.stop_reward",
+        "explore.epsilon_at_stop (unused while that is off); below run.stop_reward",
         0.0,
     )
 
@@ -423,6 +426,17 @@ def check_consistency(source: str, preset: Preset) -> None:
             "mode's actors: use mode = 'parallel'"
         )
     explore = preset.explore
+    if explore.epsilon_at_stop >= 0 and explore.epsilon_at_stop > explore.epsilon_final:
+        raise ConfigError(
+            f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} is above "
+            f"epsilon_final = {explore.epsilon_final:g}: epsilon falls with the score to it"
+        )
+    if explore.epsilon_at_stop >= 0 and not math.isfinite(preset.run.stop_reward):
+        raise ConfigError(
+            f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} with [run] "
+            f"stop_reward = {preset.run.stop_reward:g}: epsilon falls with the score to the "
+            "stop reward, which must be a number"
+        )
     if explore.epsilon_at_stop >= 0 and preset.run.mode == "parallel":
         raise ConfigError(
             f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} with mode = "
@@ -469,6 +483,12 @@ def _check_pqn(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [pqn] minibatches = {pqn.minibatches} does not divide a rollout of "
             f"{envs} envs{across} x {pqn.rollout} steps = {envs * pqn.rollout} transitions"
+        )
+    if pqn.lr_at_stop < 1.0 and not math.isfinite(run.stop_reward):
+        raise ConfigError(
+            f"{source}: [pqn] lr_at_stop = {pqn.lr_at_stop:g} with [run] stop_reward = "
+            f"{run.stop_reward:g}: the learning rate falls with the score to the stop reward, "
+            "which must be a number"
         )
     if pqn.lr_at_stop < 1.0 and pqn.lr_score_from >= run.stop_reward:
         raise ConfigError(

@@ -228,7 +228,7 @@ class Tracker:
         if loss is not None:
             w.add_scalar("train/loss", loss, f)
         self.epsilon, self.loss = epsilon, loss
-        post = {"fps": f"{self.fps:.0f}", "games": self.scores.episodes, "eps": f"{epsilon:.2f}"}
+        post = {"fps": f"{self.fps:.0f}", "games": self.scores.episodes, "eps": f"{epsilon:.3g}"}
         if self.scores.smoothed is not None:
             post["reward"] = f"{self.scores.smoothed:.1f}"
         if loss is not None:

@@ -34,6 +34,9 @@ def test_epsilon_falls_with_the_smoothed_score_once_its_step_schedule_ends():
     )
     # during the step schedule, and where no score is known, the steps alone set it
     assert epsilon_at(explore, 500, 9.0, 18.0) == pytest.approx(0.505)
+    # a score already past score_from when the step schedule ends moves epsilon there
+    assert epsilon_at(explore, 999, 9.0, 18.0) == pytest.approx(0.01099)
+    assert epsilon_at(explore, 1000, 9.0, 18.0) == pytest.approx(0.0055)
     assert epsilon_at(explore, 2000, None, 18.0) == pytest.approx(0.01)
     assert epsilon_at(explore, 2000, -20.0, 18.0) == pytest.approx(0.01)  # below score_from
     assert epsilon_at(explore, 2000, 9.0, 18.0) == pytest.approx(0.0055)  # half way
@@ -65,6 +68,12 @@ def test_epsilon_falling_with_the_score_is_refused_where_it_cannot_be_followed()
         load_preset("pong-fast", ["explore.epsilon_at_stop=0.0", "explore.score_from=18.0"])
     with pytest.raises(ConfigError, match=r"epsilon_at_stop = 0 with mode = 'parallel'"):
         load_preset("pong-fast", ["explore.epsilon_at_stop=0.0", "run.mode='parallel'"])
+    with pytest.raises(ConfigError, match=r"epsilon_at_stop = 0.01 is above epsilon_final"):
+        load_preset("pong-fast", ["explore.epsilon_at_stop=0.01"])  # pong-fast ends at 0.001
+    with pytest.raises(ConfigError, match=r"stop_reward = inf: epsilon falls"):
+        load_preset("atari-fast", ["explore.epsilon_at_stop=0.0"])
+    with pytest.raises(ConfigError, match=r"lr_at_stop = 0.5 with \[run\] stop_reward = inf"):
+        load_preset("atari-fast", ["pqn.lr_at_stop=0.5"])
 
 
 def test_learning_rate_follows_steps_and_the_smoothed_score():

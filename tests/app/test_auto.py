@@ -46,6 +46,13 @@ def test_many_cores_and_costly_envs_get_parallel_with_a_core_for_the_actor():
     assert chosen.env.backend == "ale" and "can overlap them" in choices["why"][1]
 
 
+def test_epsilon_that_follows_the_score_keeps_auto_off_parallel_mode():
+    m = machine(cores=8, update_ms=2.0, sync=400.0, ale=500.0)  # parallel, as above
+    preset = load_preset("pong-nenv", [*AUTO, "explore.epsilon_at_stop=0.0"])
+    chosen, choices = choose(preset, m)
+    assert chosen.run.mode == "n-env" and "epsilon_at_stop" in choices["why"][1]
+
+
 def test_a_gpu_gets_more_envs_and_n_env():
     m = machine(cores=16, gpu="NVIDIA H100", update_ms=2.0)
     chosen, _ = choose(load_preset("pong-nenv", AUTO), m)
