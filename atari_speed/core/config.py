@@ -426,28 +426,24 @@ def check_consistency(source: str, preset: Preset) -> None:
             "mode's actors: use mode = 'parallel'"
         )
     explore = preset.explore
-    if explore.epsilon_at_stop >= 0 and explore.epsilon_at_stop > explore.epsilon_final:
-        raise ConfigError(
-            f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} is above "
-            f"epsilon_final = {explore.epsilon_final:g}: epsilon falls with the score to it"
-        )
-    if explore.epsilon_at_stop >= 0 and not math.isfinite(preset.run.stop_reward):
-        raise ConfigError(
-            f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} with [run] "
-            f"stop_reward = {preset.run.stop_reward:g}: epsilon falls with the score to the "
-            "stop reward, which must be a number"
-        )
-    if explore.epsilon_at_stop >= 0 and preset.run.mode == "parallel":
-        raise ConfigError(
-            f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} with mode = "
-            "'parallel': its actors do not see the training score; use mode = 'n-env', or "
-            "epsilon_at_stop = -1"
-        )
-    if explore.epsilon_at_stop >= 0 and explore.score_from >= preset.run.stop_reward:
-        raise ConfigError(
-            f"{source}: [explore] score_from = {explore.score_from:g} is not below [run] "
-            f"stop_reward = {preset.run.stop_reward:g}: epsilon falls with the score between "
-            "the two"
+    if explore.epsilon_at_stop >= 0:
+        if explore.epsilon_at_stop > explore.epsilon_final:
+            raise ConfigError(
+                f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} is above "
+                f"epsilon_final = {explore.epsilon_final:g}: epsilon falls with the score to it"
+            )
+        if preset.run.mode == "parallel":
+            raise ConfigError(
+                f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} with mode = "
+                "'parallel': its actors do not see the training score; use mode = 'n-env', or "
+                "epsilon_at_stop = -1"
+            )
+        _check_score_fall(
+            source,
+            ("explore", "epsilon_at_stop", explore.epsilon_at_stop),
+            ("score_from", explore.score_from),
+            preset.run.stop_reward,
+            "epsilon",
         )
     if preset.dqn.algorithm == "pqn":
         _check_pqn(source, preset)
@@ -484,17 +480,37 @@ def _check_pqn(source: str, preset: Preset) -> None:
             f"{source}: [pqn] minibatches = {pqn.minibatches} does not divide a rollout of "
             f"{envs} envs{across} x {pqn.rollout} steps = {envs * pqn.rollout} transitions"
         )
-    if pqn.lr_at_stop < 1.0 and not math.isfinite(run.stop_reward):
-        raise ConfigError(
-            f"{source}: [pqn] lr_at_stop = {pqn.lr_at_stop:g} with [run] stop_reward = "
-            f"{run.stop_reward:g}: the learning rate falls with the score to the stop reward, "
-            "which must be a number"
+    if pqn.lr_at_stop < 1.0:
+        _check_score_fall(
+            source,
+            ("pqn", "lr_at_stop", pqn.lr_at_stop),
+            ("lr_score_from", pqn.lr_score_from),
+            run.stop_reward,
+            "the learning rate",
         )
-    if pqn.lr_at_stop < 1.0 and pqn.lr_score_from >= run.stop_reward:
+
+
+def _check_score_fall(
+    source: str,
+    field: tuple[str, str, float],
+    start: tuple[str, float],
+    stop_reward: float,
+    what: str,
+) -> None:
+    """A schedule that falls with the smoothed training score, set by ``field`` (section,
+    key, value) from ``start`` (key, score) to the stop reward, needs a stop reward that is
+    a number above its start."""
+    (section, key, value), (start_key, start_score) = field, start
+    if not math.isfinite(stop_reward):
         raise ConfigError(
-            f"{source}: [pqn] lr_score_from = {pqn.lr_score_from:g} is not below [run] "
-            f"stop_reward = {run.stop_reward:g}: the learning rate falls with the score "
-            "between the two"
+            f"{source}: [{section}] {key} = {value:g} with [run] stop_reward = "
+            f"{stop_reward:g}: {what} falls with the score to the stop reward, which must be a "
+            "number"
+        )
+    if start_score >= stop_reward:
+        raise ConfigError(
+            f"{source}: [{section}] {start_key} = {start_score:g} is not below [run] "
+            f"stop_reward = {stop_reward:g}: {what} falls with the score between the two"
         )
 
 
