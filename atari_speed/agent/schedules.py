@@ -27,14 +27,22 @@ def epsilon_at(
 ) -> float:
     """The linear schedule: ``epsilon_start`` at agent step 0 to ``epsilon_final`` at
     ``epsilon_steps``, then flat; or, with ``explore.epsilon_at_stop`` set and the smoothed
-    training score and stop reward given, from there on linear in the score, from
-    ``epsilon_final`` at ``explore.score_from`` to ``epsilon_at_stop`` at ``stop_reward``."""
+    training score and stop reward given, from there on linear in the score: from
+    ``epsilon_final`` at ``explore.score_from`` (or, with ``explore.epsilon_peak`` set, from
+    ``epsilon_final`` at ``explore.score_rise_from`` up to the peak at ``score_from``) down
+    to ``epsilon_at_stop`` at ``stop_reward``."""
     fraction = min(1.0, steps / explore.epsilon_steps)
     by_steps = explore.epsilon_start + fraction * (explore.epsilon_final - explore.epsilon_start)
     if explore.epsilon_at_stop < 0 or fraction < 1.0 or smoothed is None or stop_reward is None:
         return by_steps
+    final = top = by_steps  # epsilon_final, as the step schedule computes it
+    if explore.epsilon_peak >= 0:
+        top = explore.epsilon_peak
+        if smoothed < explore.score_from:
+            rise = score_way(smoothed, explore.score_rise_from, explore.score_from)
+            return final + rise * (top - final)
     way = score_way(smoothed, explore.score_from, stop_reward)
-    return explore.epsilon_final + way * (explore.epsilon_at_stop - explore.epsilon_final)
+    return top + way * (explore.epsilon_at_stop - top)
 
 
 def score_way(smoothed: float, start: float, stop: float) -> float:

@@ -278,6 +278,20 @@ class ExploreConfig:
         "explore.epsilon_at_stop (unused while that is off); below run.stop_reward",
         0.0,
     )
+    epsilon_peak: float = doc(
+        "below 0 = off; else (with explore.epsilon_at_stop set) epsilon first rises with the "
+        "smoothed training score, from epsilon_final at explore.score_rise_from to this at "
+        "explore.score_from, then falls to epsilon_at_stop: a take-off at epsilon_final, more "
+        "random actions while the agent that scores refines its play, few once it must win",
+        -1.0,
+        low=-1.0,
+        high=1.0,
+    )
+    score_rise_from: float = doc(
+        "the smoothed training score from which epsilon rises towards explore.epsilon_peak "
+        "(unused while that is off); below explore.score_from",
+        0.0,
+    )
 
 
 @dataclass(frozen=True)
@@ -399,7 +413,9 @@ def build_section(source: str, section: str, raw: Mapping[str, Any], base: Any) 
     return dataclasses.replace(base, **changes)
 
 
-def apply(source: str, preset: Preset, raw: Mapping[str, Any]) -> Preset:
+def apply(source: str, preset: Preset, raw: Mapping[str, Any], check: bool = True) -> Preset:
+    """``preset`` with ``raw``'s sections applied, each field checked; ``check``: and the
+    fields checked against each other (off while several overrides are applied in turn)."""
     for section, table in raw.items():
         if section not in SECTIONS:
             raise ConfigError(
@@ -410,7 +426,8 @@ def apply(source: str, preset: Preset, raw: Mapping[str, Any]) -> Preset:
         preset = dataclasses.replace(
             preset, **{section: build_section(source, section, table, getattr(preset, section))}
         )
-    check_consistency(source, preset)
+    if check:
+        check_consistency(source, preset)
     return preset
 
 
@@ -426,12 +443,14 @@ def check_consistency(source: str, preset: Preset) -> None:
             "mode's actors: use mode = 'parallel'"
         )
     explore = preset.explore
+    if explore.epsilon_peak >= 0 and explore.epsilon_at_stop < 0:
+        raise ConfigError(
+            f"{source}: [explore] epsilon_peak = {explore.epsilon_peak:g} without "
+            "epsilon_at_stop: epsilon rises to the peak and falls to epsilon_at_stop; set it "
+            "(e.g. to epsilon_final), or epsilon_peak = -1"
+        )
     if explore.epsilon_at_stop >= 0:
-        if explore.epsilon_at_stop > explore.epsilon_final:
-            raise ConfigError(
-                f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} is above "
-                f"epsilon_final = {explore.epsilon_final:g}: epsilon falls with the score to it"
-            )
+        _check_epsilon_rise_and_fall(source, explore)
         if preset.run.mode == "parallel":
             raise ConfigError(
                 f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} with mode = "
@@ -462,6 +481,29 @@ def check_consistency(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [run] envs = {preset.run.envs} with mode = 'baseline'; the book's "
             "baseline steps 1 env: use mode = 'n-env' for more"
+        )
+
+
+def _check_epsilon_rise_and_fall(source: str, explore: ExploreConfig) -> None:
+    """Epsilon follows the score up to its peak (epsilon_final where there is none) and
+    down from it, never the other way."""
+    top, top_name = explore.epsilon_final, "epsilon_final"
+    if explore.epsilon_peak >= 0:
+        top, top_name = explore.epsilon_peak, "epsilon_peak"
+        if explore.epsilon_peak < explore.epsilon_final:
+            raise ConfigError(
+                f"{source}: [explore] epsilon_peak = {explore.epsilon_peak:g} is below "
+                f"epsilon_final = {explore.epsilon_final:g}: epsilon rises with the score to it"
+            )
+        if explore.score_rise_from >= explore.score_from:
+            raise ConfigError(
+                f"{source}: [explore] score_rise_from = {explore.score_rise_from:g} is not below "
+                f"score_from = {explore.score_from:g}: epsilon rises between the two"
+            )
+    if explore.epsilon_at_stop > top:
+        raise ConfigError(
+            f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} is above "
+            f"{top_name} = {top:g}: epsilon falls with the score to it"
         )
 
 
@@ -559,7 +601,10 @@ def apply_overrides(preset: Preset, overrides: list[str]) -> Preset:
         )
     for item in overrides:
         section, key, value = parse_override(item)
-        preset = apply(f"--set {item}", preset, {section: {key: value}})
+        preset = apply(f"--set {item}", preset, {section: {key: value}}, check=False)
+    # the fields against each other once all are given, so their order does not matter
+    if overrides:
+        check_consistency("--set " + " --set ".join(overrides), preset)
     return preset
 
 

@@ -45,6 +45,27 @@ def test_epsilon_falls_with_the_smoothed_score_once_its_step_schedule_ends():
     assert epsilon_at(off, 2000, 17.0, 18.0) == pytest.approx(0.01)
 
 
+def test_epsilon_rises_with_the_score_to_its_peak_then_falls():
+    explore = ExploreConfig(
+        epsilon_start=1.0,
+        epsilon_final=0.001,
+        epsilon_steps=1000,
+        epsilon_at_stop=0.0,
+        score_from=10.0,
+        epsilon_peak=0.01,
+        score_rise_from=0.0,
+    )
+    plain = ExploreConfig(epsilon_start=1.0, epsilon_final=0.001, epsilon_steps=1000)
+    # the take-off is the plain schedule's, to the last bit
+    for smoothed in (-21.0, -5.0, 0.0):
+        assert epsilon_at(explore, 5000, smoothed, 18.0) == epsilon_at(plain, 5000)
+    assert epsilon_at(explore, 500, 9.0, 18.0) == epsilon_at(plain, 500)  # steps first
+    assert epsilon_at(explore, 5000, 5.0, 18.0) == pytest.approx(0.0055)  # half way up
+    assert epsilon_at(explore, 5000, 10.0, 18.0) == pytest.approx(0.01)  # the peak
+    assert epsilon_at(explore, 5000, 14.0, 18.0) == pytest.approx(0.005)  # half way down
+    assert epsilon_at(explore, 5000, 25.0, 18.0) == pytest.approx(0.0)
+
+
 def test_a_runs_epsilon_follows_its_smoothed_score():
     from types import SimpleNamespace
 
@@ -70,6 +91,17 @@ def test_epsilon_falling_with_the_score_is_refused_where_it_cannot_be_followed()
         load_preset("pong-fast", ["explore.epsilon_at_stop=0.0", "run.mode='parallel'"])
     with pytest.raises(ConfigError, match=r"epsilon_at_stop = 0.01 is above epsilon_final"):
         load_preset("pong-fast", ["explore.epsilon_at_stop=0.01"])  # pong-fast ends at 0.001
+    rise = ["explore.epsilon_at_stop=0.001", "explore.score_from=10.0"]
+    with pytest.raises(ConfigError, match=r"epsilon_peak = 0.0005 is below epsilon_final"):
+        load_preset("pong-fast", [*rise, "explore.epsilon_peak=0.0005"])
+    with pytest.raises(ConfigError, match=r"score_rise_from = 10 is not below score_from = 10"):
+        load_preset("pong-fast", [*rise, "explore.epsilon_peak=0.01", "explore.score_rise_from=10"])
+    with pytest.raises(ConfigError, match=r"epsilon_at_stop = 0.02 is above epsilon_peak = 0.01"):
+        load_preset(
+            "pong-fast", [*rise, "explore.epsilon_peak=0.01", "explore.epsilon_at_stop=0.02"]
+        )
+    with pytest.raises(ConfigError, match=r"epsilon_peak = 0.01 without epsilon_at_stop"):
+        load_preset("pong-fast", ["explore.epsilon_peak=0.01"])
     with pytest.raises(ConfigError, match=r"stop_reward = inf: epsilon falls"):
         load_preset("atari-fast", ["explore.epsilon_at_stop=0.0"])
     with pytest.raises(ConfigError, match=r"lr_at_stop = 0.5 with \[run\] stop_reward = inf"):

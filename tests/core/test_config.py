@@ -81,6 +81,17 @@ def test_set_giving_one_field_under_both_names_is_a_one_line_error():
     assert load_preset("pong-fast", ["run.frames=1", "run.frames=2"]).run.steps == 2
 
 
+def test_overrides_are_checked_against_each_other_once_all_are_given():
+    # score_rise_from must be below score_from once both are set, in either order
+    rise = ["explore.epsilon_at_stop=0.001", "explore.epsilon_peak=0.01"]
+    for order in (1, -1):
+        fields = ["explore.score_from=10.0", "explore.score_rise_from=5.0"][::order]
+        assert load_preset("pong-fast", [*rise, *fields]).explore.score_rise_from == 5.0
+    # an inconsistency names every override, since any of them may be the one to change
+    with pytest.raises(ConfigError, match=r"^--set run.mode='parallel' --set explore.epsilon_at"):
+        load_preset("pong-fast", ["run.mode='parallel'", "explore.epsilon_at_stop=0.0"])
+
+
 def test_a_budget_in_steps_and_one_in_emulator_frames_at_once_is_refused(tmp_path):
     path = tmp_path / "two.toml"
     path.write_text("[run]\nframes = 5000\nemulator_frames = 40000\n")
