@@ -1,16 +1,18 @@
 """Where one PQN update's time goes, against what this CPU can do: the CPU's own measured
 matmul throughput (fp32 and bf16) and copy bandwidth, then one update of pong-fast's
-network (``small`` + LayerNorm, 42x42 frames, minibatch 256, channels-last) profiled by
-operator with torch.profiler, in fp32 and under bf16 autocast. Each part's arithmetic is
-counted from the layers' shapes (a conv's backward is two convs' work: the gradients of
-its input and of its weights; the first conv has no input gradient), so the table says
-how far each part runs from the matmul ceiling; parts with no arithmetic to speak of
-(LayerNorm, the optimizer, copies) are bound by memory traffic and overheads instead.
+network (``small`` + LayerNorm, 42x42 frames, minibatch 256, channels-last; ``--network
+nature`` atari-84's on 84x84) profiled by operator with torch.profiler, in fp32 and
+under bf16 autocast, and one forward pass to act. Each part's arithmetic is counted from
+the layers' shapes (a conv's backward is two convs' work: the gradients of its input and
+of its weights; the first conv has no input gradient), so the table says how far each
+part runs from the matmul ceiling; parts with no arithmetic to speak of (LayerNorm, the
+optimizer, copies) are bound by memory traffic and overheads instead.
 
     uv run benchmarks/roofline.py                  # all the cores this process may use
     taskset -c 0 uv run benchmarks/roofline.py     # one core, as one lane of seeds.py
     uv run benchmarks/roofline.py --levers         # what the profile points to, timed
     uv run benchmarks/roofline.py --eval-beside    # the learner beside an evaluation
+    uv run benchmarks/roofline.py --network nature --act 128   # atari-84's update and acting
 
 ``--levers`` times today's update against torch.compile of the network, in-place ReLUs
 and NCHW weights and frames, interleaved. ``--eval-beside`` runs the learner alone, then
@@ -42,7 +44,9 @@ from atari_speed.agent.pqn import QLambdaLearner
 from atari_speed.app.auto import cpu_info
 from atari_speed.core.config import DQNConfig, PQNConfig
 
-SHAPE, ACTIONS, MINIBATCH = (4, 42, 42), 6, 256
+ACTIONS, MINIBATCH = 6, 256
+# each network's frames: pong-fast's `small` on 42x42, atari-84's `nature` (and `nips`) on 84x84
+SHAPES = {"small": (4, 42, 42), "nips": (4, 84, 84), "nature": (4, 84, 84)}
 
 # The part each aten op belongs to, by exact name; an op inside the optimizer's step is
 # "optimizer" whatever its name, and an op named nowhere here is "other".
@@ -107,7 +111,7 @@ def copy_gbytes(megabytes: int, reps: int) -> float:
     return 2 * src.numel() * 4 / sec / 1e9
 
 
-def layer_flops(net: DQN, batch: int) -> dict[str, float]:
+def layer_flops(net: DQN, batch: int, network: str = "small") -> dict[str, float]:
     """Multiply-adds x 2 of one update's forward and backward passes, by part, from each
     conv's and linear layer's output shape (one forward of ``batch`` frames)."""
     flops: dict[str, float] = defaultdict(float)
@@ -133,16 +137,16 @@ def layer_flops(net: DQN, batch: int) -> dict[str, float]:
         elif isinstance(module, nn.Linear):
             hooks.append(module.register_forward_hook(linear_hook))
     with torch.no_grad():
-        net(torch.zeros(batch, *SHAPE, dtype=torch.uint8))
+        net(torch.zeros(batch, *SHAPES[network], dtype=torch.uint8))
     for hook in hooks:
         hook.remove()
     return dict(flops)
 
 
-def learner(bf16: bool) -> QLambdaLearner:
+def learner(bf16: bool, network: str = "small") -> QLambdaLearner:
     torch.manual_seed(0)
-    cfg = DQNConfig(algorithm="pqn", network="small", layer_norm=True, learning_rate=2.5e-4)
-    net = DQN(SHAPE, ACTIONS, network="small", layer_norm=True)
+    cfg = DQNConfig(algorithm="pqn", network=network, layer_norm=True, learning_rate=2.5e-4)
+    net = DQN(SHAPES[network], ACTIONS, network=network, layer_norm=True)
     return QLambdaLearner(
         net,
         cfg,
@@ -164,15 +168,13 @@ def part_of(event: object) -> str:
     return PART_OF.get(event.name, "other")
 
 
-def profile_update(bf16: bool, updates: int) -> tuple[float, dict[str, float]]:
+def profile_update(
+    bf16: bool, updates: int, network: str = "small"
+) -> tuple[float, dict[str, float]]:
     """Wall milliseconds of one update (median, profiler off) and self-CPU milliseconds
     of each part per update (profiler on; its overhead inflates small ops a little)."""
-    pqn = learner(bf16)
-    rng = np.random.default_rng(0)
-    obs = torch.from_numpy(rng.integers(0, 255, (MINIBATCH, *SHAPE), dtype=np.uint8))
-    obs = obs.contiguous(memory_format=torch.channels_last)
-    actions = torch.from_numpy(rng.integers(0, ACTIONS, MINIBATCH))
-    returns = torch.from_numpy(rng.normal(size=MINIBATCH).astype(np.float32))
+    pqn = learner(bf16, network)
+    obs, actions, returns = minibatch(network)
     wall = seconds_per_call(lambda: pqn.step(obs, actions, returns), updates, 5) * 1e3
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(updates):
@@ -183,33 +185,43 @@ def profile_update(bf16: bool, updates: int) -> tuple[float, dict[str, float]]:
     return wall, dict(parts)
 
 
-def minibatch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def act_ms(network: str, envs: int, reps: int) -> float:
+    """Median milliseconds of one no-grad fp32 forward pass over ``envs`` frames, as a
+    run picks its envs' actions."""
+    net = learner(False, network).net.eval()
+    rng = np.random.default_rng(0)
+    obs = torch.from_numpy(rng.integers(0, 255, (envs, *SHAPES[network]), dtype=np.uint8))
+    with torch.no_grad():
+        return seconds_per_call(lambda: net(obs), 20, reps) * 1e3
+
+
+def minibatch(network: str = "small") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A fixed minibatch: frames (channels-last), actions, returns."""
     rng = np.random.default_rng(0)
-    obs = torch.from_numpy(rng.integers(0, 255, (MINIBATCH, *SHAPE), dtype=np.uint8))
+    obs = torch.from_numpy(rng.integers(0, 255, (MINIBATCH, *SHAPES[network]), dtype=np.uint8))
     actions = torch.from_numpy(rng.integers(0, ACTIONS, MINIBATCH))
     returns = torch.from_numpy(rng.normal(size=MINIBATCH).astype(np.float32))
     return obs.contiguous(memory_format=torch.channels_last), actions, returns
 
 
-def levers(reps: int, updates: int) -> None:
+def levers(reps: int, updates: int, network: str = "small") -> None:
     """Today's fp32 update against the changes the profile points to, interleaved."""
-    obs, actions, returns = minibatch()
+    obs, actions, returns = minibatch(network)
     rows: dict[str, tuple[QLambdaLearner, torch.Tensor]] = {
-        "today's (fp32, channels-last)": (learner(False), obs)
+        "today's (fp32, channels-last)": (learner(False, network), obs)
     }
-    compiled = learner(False)
+    compiled = learner(False, network)
     compiled.net = torch.compile(compiled.net)
     start = time.perf_counter()
     compiled.step(obs, actions, returns)
     compile_s = time.perf_counter() - start
     rows[f"torch.compile of the network ({compile_s:.0f} s to compile)"] = (compiled, obs)
-    in_place = learner(False)
+    in_place = learner(False, network)
     for module in in_place.net.modules():
         if isinstance(module, nn.ReLU):
             module.inplace = True
     rows["ReLU in place"] = (in_place, obs)
-    nchw = learner(False)
+    nchw = learner(False, network)
     nchw.net.to(memory_format=torch.contiguous_format)
     rows["weights and frames NCHW"] = (nchw, obs.contiguous())
     times: dict[str, list[float]] = {name: [] for name in rows}
@@ -296,13 +308,24 @@ def main() -> None:
     parser.add_argument("--matmul", type=int, default=1024, help="n of the n x n x n matmul")
     parser.add_argument("--levers", action="store_true", help="time the changes (see above)")
     parser.add_argument("--eval-beside", action="store_true", help="the learner beside games")
+    parser.add_argument(
+        "--network",
+        choices=sorted(SHAPES),
+        default="small",
+        help="small: pong-fast's (42x42); nature: atari-84's (84x84); nips (84x84)",
+    )
+    parser.add_argument(
+        "--act", type=int, default=64, help="envs of the acting forward pass (atari-84: 128)"
+    )
     args = parser.parse_args()
+    if args.eval_beside and args.network != "small":
+        parser.error("--eval-beside plays pong-fast's games: its network is small")
     threads = len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
     if args.levers or args.eval_beside:
         print(f"{cpu_info()[0] or 'CPU'}, {threads} thread(s), torch {torch.__version__}")
         if args.levers:
-            levers(args.reps, args.updates)
+            levers(args.reps, args.updates, args.network)
         if args.eval_beside:
             eval_beside(threads, seconds=4.0)
         return
@@ -321,10 +344,21 @@ def main() -> None:
         f"bf16 {peak['bf16']:,.0f} GFLOP/s ({peak['bf16'] / peak['fp32']:.2f}x); "
         f"copy {bandwidth:,.1f} GB/s (read + write)"
     )
-    flops = layer_flops(DQN(SHAPE, ACTIONS, network="small", layer_norm=True), MINIBATCH)
+    network = args.network
+    flops = layer_flops(
+        DQN(SHAPES[network], ACTIONS, network=network, layer_norm=True), MINIBATCH, network
+    )
+    acting = act_ms(network, args.act, args.reps)
+    act_flops = flops["conv forward"] + flops["linear (forward and backward)"] / 3
+    act_flops *= args.act / MINIBATCH
+    print(
+        f"\nacting: one fp32 forward pass of {args.act} envs' frames (no gradient, "
+        f"channels-last) {acting:.1f} ms, {act_flops / acting / 1e6:,.0f} GFLOP/s "
+        f"({act_flops / acting / 1e6 / peak['fp32']:.0%} of the fp32 matmul ceiling)"
+    )
     total_flops = sum(flops.values())
     for precision in ("fp32", "bf16"):
-        wall, parts = profile_update(precision == "bf16", args.updates)
+        wall, parts = profile_update(precision == "bf16", args.updates, network)
         profiled = sum(parts.values())
         floor = total_flops / (peak[precision] * 1e9) * 1e3
         print(

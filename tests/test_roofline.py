@@ -16,7 +16,7 @@ spec.loader.exec_module(roofline)
 
 
 def test_flops_follow_the_layer_shapes():
-    net = roofline.DQN(roofline.SHAPE, roofline.ACTIONS, network="small", layer_norm=True)
+    net = roofline.DQN(roofline.SHAPES["small"], roofline.ACTIONS, network="small", layer_norm=True)
     flops = roofline.layer_flops(net, batch=2)
     # conv 1: 4 -> 16 channels, 4x4 stride 2 over 42x42 -> 20x20; conv 2: 16 -> 32, 9x9
     conv1 = 2 * 2 * 16 * 20 * 20 * 4 * 16
@@ -28,9 +28,19 @@ def test_flops_follow_the_layer_shapes():
     assert flops["linear (forward and backward)"] == 3 * linear
 
 
+def test_flops_of_atari_84s_network():
+    net = roofline.DQN(roofline.SHAPES["nature"], roofline.ACTIONS, network="nature")
+    flops = roofline.layer_flops(net, batch=1, network="nature")
+    # 84x84 -> 20x20 (8x8 stride 4, 32) -> 9x9 (4x4 stride 2, 64) -> 7x7 (3x3, 64)
+    convs = [20 * 20 * 32 * 8 * 8 * 4, 9 * 9 * 64 * 4 * 4 * 32, 7 * 7 * 64 * 3 * 3 * 64]
+    assert flops["conv forward"] == 2 * sum(convs)
+    assert flops["conv backward"] == 2 * (convs[0] + 2 * convs[1] + 2 * convs[2])
+    assert flops["linear (forward and backward)"] == 3 * 2 * (3136 * 512 + 512 * 6)
+
+
 def test_ops_are_grouped_by_name_and_the_optimizer_by_where_they_ran():
     learner = roofline.learner(bf16=False)
-    obs = torch.zeros(4, *roofline.SHAPE, dtype=torch.uint8)
+    obs = torch.zeros(4, *roofline.SHAPES["small"], dtype=torch.uint8)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         learner.step(obs, torch.zeros(4, dtype=torch.long), torch.ones(4))
     parts = {}
