@@ -189,16 +189,20 @@ def act_ms(network: str, envs: int, reps: int) -> float:
     """Median milliseconds of one no-grad fp32 forward pass over ``envs`` frames, as a
     run picks its envs' actions."""
     net = learner(False, network).net.eval()
-    rng = np.random.default_rng(0)
-    obs = torch.from_numpy(rng.integers(0, 255, (envs, *SHAPES[network]), dtype=np.uint8))
+    obs = frames(network, envs, np.random.default_rng(0))
     with torch.no_grad():
         return seconds_per_call(lambda: net(obs), 20, reps) * 1e3
+
+
+def frames(network: str, n: int, rng: np.random.Generator) -> torch.Tensor:
+    """``n`` random uint8 frame stacks of ``network``'s input shape, NCHW."""
+    return torch.from_numpy(rng.integers(0, 255, (n, *SHAPES[network]), dtype=np.uint8))
 
 
 def minibatch(network: str = "small") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A fixed minibatch: frames (channels-last), actions, returns."""
     rng = np.random.default_rng(0)
-    obs = torch.from_numpy(rng.integers(0, 255, (MINIBATCH, *SHAPES[network]), dtype=np.uint8))
+    obs = frames(network, MINIBATCH, rng)
     actions = torch.from_numpy(rng.integers(0, ACTIONS, MINIBATCH))
     returns = torch.from_numpy(rng.normal(size=MINIBATCH).astype(np.float32))
     return obs.contiguous(memory_format=torch.channels_last), actions, returns
