@@ -304,6 +304,14 @@ class EvalConfig:
         "cost CPU while they could not yet score well; -1000 = from the first agent step",
         -1000.0,
     )
+    average_steps: int = doc(
+        "0 = evaluations play the weights as they are; else an exponential moving average "
+        "of the weights over about this many agent steps (its time constant), and best.pt "
+        "keeps the best-evaluated average: a policy that wobbles from update to update is "
+        "judged and kept smoothed. Training acts and learns with the weights as they are",
+        0,
+        low=0,
+    )
 
 
 @dataclass(frozen=True)

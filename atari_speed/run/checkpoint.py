@@ -47,6 +47,7 @@ class Checkpoint:
     learner: dict[str, Any] | None = None  # target net, optimizer, updates: to resume
     stats: dict[str, Any] | None = None  # the tracker's scores and wall time: to resume
     rng: dict[str, Any] | None = None  # numpy and torch RNG states: to resume
+    average: dict[str, Any] | None = None  # eval.average_steps' averaged weights: to resume
 
     @property
     def resumable(self) -> bool:

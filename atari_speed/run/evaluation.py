@@ -60,14 +60,21 @@ def play_side_by_side(
 
 
 class Evaluation:
-    """Plays ``eval.episodes`` games with a snapshot of ``net`` in a background thread, so
-    the loop (and in parallel mode, the learner) never waits for it. ``frames`` and
-    ``seconds`` say when the snapshot was taken: the score is of the weights then."""
+    """Plays ``eval.episodes`` games with a snapshot of ``weights`` (a network's state
+    dict: the online network's, or their average) in a background thread, so the loop
+    (and in parallel mode, the learner) never waits for it. ``frames`` and ``seconds`` say
+    when the snapshot was taken: the score is of the weights then."""
 
-    def __init__(self, plan: Plan, net: torch.nn.Module, frames: int, seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        weights: dict[str, torch.Tensor],
+        frames: int,
+        seconds: float = 0.0,
+    ) -> None:
         ev = plan.preset.eval
         self.frames, self.seconds = frames, seconds
-        self.net_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        self.net_state = {k: v.detach().clone() for k, v in weights.items()}
         snapshot = build_network(plan.preset.dqn, plan.obs_shape, plan.actions).to(plan.device)
         snapshot.load_state_dict(self.net_state)
         snapshot.eval()

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from atari_speed.agent.actor import Game
+from atari_speed.agent.averaging import WeightAverage
 from atari_speed.agent.learner import Replay
 from atari_speed.agent.learning import Learning, make_learner
 from atari_speed.agent.networks import build_network
@@ -69,6 +70,7 @@ class Run:
             self.replay: FrameReplay | None = None  # kept on the way out (see keep_replay)
             if checkpoint is not None:
                 self.resume(checkpoint)
+            self.average = self.start_average(checkpoint)
         except BaseException:
             self.lock.release()
             raise
@@ -192,6 +194,29 @@ class Run:
         """Learn from what the actors filled: one SGD update on a batch sampled from DQN's
         replay, or PQN's epochs over a full rollout (``Learning.learn``)."""
         self.learner.learn(source, self.decay_progress(), self.rng)
+        if self.average is not None:
+            self.average.update(self.learner.net, self.frames)
+
+    def start_average(self, checkpoint: Checkpoint | None) -> WeightAverage | None:
+        """The average of the weights that evaluations play (``eval.average_steps``), or
+        None; a resumed run goes on with the checkpoint's average where it has one."""
+        steps = self.preset.eval.average_steps
+        if not steps:
+            return None
+        average = WeightAverage(self.learner.net, steps, self.frames)
+        if checkpoint is None:
+            return average
+        if checkpoint.average is None:
+            print(
+                "--resume: the checkpoint holds no average of the weights "
+                "(eval.average_steps); it starts from the resumed weights"
+            )
+        else:
+            try:
+                average.load_state_dict(checkpoint.average)
+            except (ValueError, KeyError, TypeError) as err:
+                raise ConfigError(f"--resume: {self.resumed_from}: {err}") from None
+        return average
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -229,9 +254,10 @@ class Run:
         ready = evaluating(ev, self.tracker.scores.best_smoothed)
         if ready and self.frames >= self.next_eval and self.evaluation is None:
             self.next_eval = self.frames + ev.every
-            self.evaluation = Evaluation(
-                self.plan, self.learner.net, self.frames, self.tracker.seconds
+            weights = (
+                self.learner.net.state_dict() if self.average is None else self.average.weights
             )
+            self.evaluation = Evaluation(self.plan, weights, self.frames, self.tracker.seconds)
         if self.evaluation is not None and self.evaluation.finished():
             evaluation, self.evaluation = self.evaluation, None
             best = self.tracker.evaluated(
@@ -265,6 +291,7 @@ class Run:
             rng={"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state()}
             if resumable
             else None,
+            average=self.average.state_dict() if resumable and self.average is not None else None,
         )
         save_checkpoint(checkpoint, self.run_dir / name)
 

@@ -715,3 +715,69 @@ def test_best_pt_holds_the_weights_that_were_evaluated_not_the_later_ones(tmp_pa
             run.evaluation.cancel()
         run.tracker.close()
         run.lock.release()
+
+
+def test_evaluations_play_the_average_of_the_weights_and_a_resume_keeps_it(tmp_path, capsys):
+    # eval.average_steps: what an evaluation copies is the average, which each learn
+    # moves by the agent steps since the last; checkpoint.pt carries it to a resume.
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = [
+        "run.envs=1", "eval.every=10", "eval.episodes=1", "eval.from_reward=-1000",
+        "eval.average_steps=100",
+    ]  # fmt: skip
+    plan = make_plan(load_preset("pong-nenv", overrides))
+    run = Run(plan, tmp_path / "a")
+
+    def update(*_: object) -> None:  # an "update": every weight up by 1
+        with torch.no_grad():
+            for p in run.learner.net.parameters():
+                p.add_(1.0)
+
+    run.learner.learn = update
+    try:
+        start = {k: v.clone() for k, v in run.learner.net.state_dict().items()}
+        run.tracker.advance(100)
+        run.learn(None)
+        moved = 1.0 - float(torch.exp(torch.tensor(-1.0)))
+        for key, value in run.average.weights.items():
+            assert torch.allclose(value, start[key] + moved), key
+        run.periodic(0.0)
+        assert run.evaluation is not None, "due at 10 agent steps"
+        for key, value in run.evaluation.net_state.items():
+            assert torch.equal(value, run.average.weights[key]), key
+            assert not torch.equal(value, run.learner.net.state_dict()[key]), key
+        run.evaluation.cancel()
+        run.evaluation = None
+        run.checkpoint()
+    finally:
+        run.tracker.close()
+        run.lock.release()
+    saved = {k: v.clone() for k, v in run.average.weights.items()}
+    resumed = Run(plan, tmp_path / "b", resume=str(tmp_path / "a" / "checkpoint.pt"))
+    try:
+        assert resumed.average.at == 100
+        for key, value in saved.items():
+            assert torch.equal(resumed.average.weights[key], value), key
+    finally:
+        resumed.tracker.close()
+        resumed.lock.release()
+    # a checkpoint without an average (eval.average_steps off, or an older app's) resumes
+    # with the average started from its weights, and says so
+    off = make_plan(load_preset("pong-nenv", overrides[:-1]))
+    plain = Run(off, tmp_path / "c")
+    plain.checkpoint()
+    plain.tracker.close()
+    plain.lock.release()
+    assert load_checkpoint(tmp_path / "c" / "checkpoint.pt").average is None
+    capsys.readouterr()
+    again = Run(plan, tmp_path / "d", resume=str(tmp_path / "c" / "checkpoint.pt"))
+    try:
+        assert "holds no average of the weights" in capsys.readouterr().out
+        for key, value in again.learner.net.state_dict().items():
+            assert torch.equal(again.average.weights[key], value), key
+    finally:
+        again.tracker.close()
+        again.lock.release()

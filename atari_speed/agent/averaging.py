@@ -1,0 +1,61 @@
+"""An exponential moving average of a network's weights, for evaluations and best.pt.
+
+PQN's weights move with every update, and a greedy policy read off them at one instant
+can play 20 in one evaluation and 12 in the next (docs/pong-fast.md). The average over
+the last few tens of thousands of agent steps is a smoother policy to judge and to keep.
+Training acts and learns with the weights as they are; only what is evaluated and saved
+as best.pt is averaged (``eval.average_steps``).
+
+The time constant is in agent steps, not updates, so one value means the same in every
+mode and at every update-to-data ratio: after ``elapsed`` agent steps the weights that
+were averaged before count ``exp(-elapsed / steps)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+
+class WeightAverage:
+    """The average of ``net``'s weights over about ``steps`` agent steps, from agent step
+    ``at`` on (where it equals the weights as they are then)."""
+
+    def __init__(self, net: torch.nn.Module, steps: int, at: int) -> None:
+        if steps <= 0:
+            raise ValueError(f"steps must be positive, got {steps}")
+        self.steps, self.at = steps, at
+        # clone keeps each tensor's memory format (channels-last weights stay so)
+        self.weights = {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+    @torch.no_grad()
+    def update(self, net: torch.nn.Module, frames: int) -> None:
+        """Move towards ``net``'s weights for the agent steps from the last update to
+        ``frames``; integer buffers (none in this app's networks) are copied."""
+        elapsed = frames - self.at
+        if elapsed <= 0:
+            return
+        self.at = frames
+        new = 1.0 - math.exp(-elapsed / self.steps)
+        for name, value in net.state_dict().items():
+            average = self.weights[name]
+            if average.is_floating_point():
+                average.lerp_(value.detach(), new)
+            else:
+                average.copy_(value)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"weights": self.weights, "at": self.at}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take a saved average; its weights must have this network's names and shapes."""
+        saved = state["weights"]
+        if saved.keys() != self.weights.keys() or any(
+            saved[k].shape != v.shape for k, v in self.weights.items()
+        ):
+            raise ValueError("the saved weight average is of another network")
+        for name, value in saved.items():
+            self.weights[name].copy_(value)
+        self.at = int(state["at"])
