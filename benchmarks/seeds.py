@@ -25,7 +25,7 @@ from pathlib import Path
 from atari_speed.app.seeds import parse_seeds, report, run_seeds, score
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -53,7 +53,7 @@ def main() -> None:
         "checkpoint with train.py --resume, instead of being refused",
     )
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then train.py flags")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         seeds = parse_seeds(args.seeds)
     except ValueError:
@@ -69,9 +69,17 @@ def main() -> None:
         text, _ = report(seeds, args.out, title, args.fps_alone)
     except ValueError as err:
         sys.exit(f"seeds.py: {err}")
+    except KeyboardInterrupt:  # Ctrl-C: the runs were stopped (run_seeds), their checkpoints kept
+        print(
+            "seeds.py: stopped; finished seeds are kept, and the same command with --resume "
+            "goes on from each stopped seed's checkpoint.pt",
+            file=sys.stderr,
+        )
+        return 130
     print(text)
     print(f"written: {args.out / 'seeds.md'}, seeds.json, seeds.png")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -303,3 +303,26 @@ def test_a_filesystem_without_locks_stops_seeds_py_in_one_line(tmp_path, monkeyp
         lock_log(tmp_path / "s3.log")
     # a ConfigError would read as "another seeds.py runs this seed" and skip the seed
     assert not isinstance(err.value, ConfigError)
+
+
+@pytest.mark.parametrize("stage", ["run_seeds", "score"])
+def test_ctrl_c_stops_seeds_py_in_one_line(tmp_path, monkeypatch, capsys, stage):
+    # Ctrl-C while the seeds train, or while play.py scores them: a line saying how to go
+    # on and exit status 130, not a traceback.
+    import importlib.util
+
+    from tests.scripts import ROOT
+
+    spec = importlib.util.spec_from_file_location("seeds_script", ROOT / "benchmarks/seeds.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(script, "run_seeds", lambda *a, **k: None)
+    monkeypatch.setattr(script, "score", lambda *a, **k: None)
+    monkeypatch.setattr(script, stage, interrupted)
+    assert script.main(["--seeds", "0", "--out", str(tmp_path / "out")]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "seeds.py: stopped" in err and "--resume" in err
