@@ -261,7 +261,11 @@ class Run:
         if self.evaluation is not None and self.evaluation.finished():
             evaluation, self.evaluation = self.evaluation, None
             best = self.tracker.evaluated(
-                evaluation.result(), evaluation.frames, evaluation.seconds, evaluation.cpu_seconds
+                evaluation.result(),
+                evaluation.frames,
+                evaluation.seconds,
+                evaluation.cpu_seconds,
+                evaluation.scores,
             )
             if best:
                 self.checkpoint("best.pt", weights_only=True, net_state=evaluation.net_state)

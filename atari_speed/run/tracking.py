@@ -14,6 +14,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,10 +279,16 @@ class Tracker:
             self.writer.add_scalar(tag, row["share"], self.frames)
 
     def evaluated(
-        self, reward: float, steps: int, seconds: float, cpu_seconds: float = 0.0
+        self,
+        reward: float,
+        steps: int,
+        seconds: float,
+        cpu_seconds: float = 0.0,
+        games: Sequence[float] = (),
     ) -> bool:
         """Record the mean score of an evaluation of the weights at agent step ``steps``
-        (and ``seconds``); True if it is the best so far."""
+        (and ``seconds``), with each game's score (a low mean can be one lost game or
+        all of them); True if it is the best so far."""
         record = self.record
         record.eval_reward = reward
         record.evaluations.append(
@@ -290,6 +297,7 @@ class Tracker:
                 "seconds": round(seconds, 2),
                 "reward": reward,
                 "cpu_seconds": round(cpu_seconds, 2),
+                "games": [float(g) for g in games],
             }
         )
         self.writer.add_scalar("eval/reward", reward, steps)

@@ -50,7 +50,7 @@ def test_the_greedy_solve_is_the_first_evaluation_at_the_stop_reward(tmp_path):
     tracker = tracker_at(tmp_path, stop_reward=18.0)
     assert tracker.evaluated(17.9, 100_000, 60.0), "the first is the best so far"
     assert tracker.record.eval_solved_at is None, "17.9 is short of 18"
-    tracker.evaluated(18.5, 200_000, 120.0, cpu_seconds=3.0)
+    tracker.evaluated(18.5, 200_000, 120.0, cpu_seconds=3.0, games=[21, 16])
     tracker.evaluated(19.0, 300_000, 180.0)
     tracker.frames = 320_000
     s = tracker.summary()
@@ -59,6 +59,8 @@ def test_the_greedy_solve_is_the_first_evaluation_at_the_stop_reward(tmp_path):
     assert s["best_eval_reward"] == 19.0 and s["eval_reward"] == 19.0
     assert [e["steps"] for e in s["evaluations"]] == [100_000, 200_000, 300_000]
     assert s["evaluations"][1]["cpu_seconds"] == 3.0
+    # each game's score beside the mean: one lost game, or all of them a little worse
+    assert s["evaluations"][1]["games"] == [21.0, 16.0]
     # a resumed run keeps it
     again = tracker_at(tmp_path / "resumed", stop_reward=18.0)
     again.restore(tracker.stats(), 320_000)
@@ -186,7 +188,7 @@ def test_a_resume_keeps_everything_the_summary_tells_of_the_runs_past(tmp_path):
     first.start -= 100.0
     first.advance(600)
     first.game(Game(21.0, 600))  # smoothed -20.16: solved
-    first.evaluated(-20.8, 800, 60.0, cpu_seconds=5.0)
+    first.evaluated(-20.8, 800, 60.0, cpu_seconds=5.0, games=[-21.0, -20.6])
     first.evaluated(-20.4, 1000, 90.0)  # the greedy solve
     first.evaluated(-20.45, 1000, 95.0)  # the last greedy score is not the best
     again = tracker_at(tmp_path / "again", stop_reward=-20.5)
@@ -200,6 +202,7 @@ def test_a_resume_keeps_everything_the_summary_tells_of_the_runs_past(tmp_path):
         "seconds": 60.0,
         "reward": -20.8,
         "cpu_seconds": 5.0,
+        "games": [-21.0, -20.6],
     }
     assert after["last_reward"] == 21.0 and after["eval_reward"] == -20.45
     assert after["choices"] == {"why": ["auto: 8 envs"], "actor_pids": [7]}

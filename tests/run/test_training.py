@@ -663,6 +663,8 @@ def test_evaluation_runs_beside_training_and_picks_best_pt(tmp_path):
     # training went on while the evaluation played: it began at 300 frames and more were
     # trained before the run was stopped
     assert s["evaluations"][0]["steps"] >= 300 and s["steps"] > s["evaluations"][0]["steps"]
+    # the one game's score is recorded beside the mean
+    assert s["evaluations"][0]["games"] == [s["evaluations"][0]["reward"]]
     assert s["fps_after_warmup"] is not None and s["fps_after_warmup"] > 0
     best = load_checkpoint(tmp_path / "best.pt")
     assert best.learner is None and best.net, "best.pt holds weights only"
