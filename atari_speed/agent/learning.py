@@ -26,9 +26,12 @@ class Learning(Protocol):
     net: DQN  # the online network: n-env actors act with it, evaluations copy it
     updates: int  # SGD updates made so far, resumed ones included
 
-    def learn(self, source: Any, progress: float, rng: np.random.Generator) -> None:
+    def learn(
+        self, source: Any, progress: float, rng: np.random.Generator, share: float = 1.0
+    ) -> None:
         """Learn from ``source`` (DQN: the replay; PQN: a full rollout), drawing samples
-        from ``rng``; ``progress`` (0..1) sets a decaying learning rate."""
+        from ``rng``; ``progress`` (0..1) sets a decaying learning rate, ``share`` (0..1)
+        the part of a rollout's updates PQN makes."""
 
     def pop_loss(self) -> float | None:
         """Mean loss since the last call (one host sync, at log time only)."""

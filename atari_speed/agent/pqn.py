@@ -111,9 +111,17 @@ class QLambdaLearner:
             self.pqn.q_lambda,
         )
 
-    def learn(self, rollout: RolloutStore, progress: float, rng: np.random.Generator) -> None:
+    def learn(
+        self,
+        rollout: RolloutStore,
+        progress: float,
+        rng: np.random.Generator,
+        share: float = 1.0,
+    ) -> None:
         """Train on a full rollout (``finish``ed: its ``next_obs`` set); ``progress`` (0..1,
-        how far the learning rate has decayed: ``schedules.lr_factor``) sets it."""
+        how far the learning rate has decayed: ``schedules.lr_factor``) sets it, and
+        ``share`` how many of the epochs x minibatches updates are made
+        (``schedules.update_share``)."""
         with self.prof.section("returns"):
             returns = torch.from_numpy(self.targets(rollout).reshape(-1))
         for group in self.optimizer.param_groups:
@@ -129,7 +137,8 @@ class QLambdaLearner:
                 obs = obs.contiguous(memory_format=torch.channels_last)
             actions = torch.from_numpy(rollout.actions.reshape(-1)).to(self.device)
             returns = returns.to(self.device)
-        for indices in RolloutSchedule.of(self.pqn, len(obs)).minibatch_indices(rng):
+        schedule = RolloutSchedule.of(self.pqn, len(obs))
+        for indices in schedule.minibatch_indices(rng, schedule.updates_at(share)):
             idx = torch.from_numpy(indices).to(self.device)
             self.step(obs[idx], actions[idx], returns[idx])
 

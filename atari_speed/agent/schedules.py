@@ -60,10 +60,24 @@ def lr_factor(preset: Preset, steps: int, smoothed: float | None) -> float:
     pqn = preset.pqn
     horizon = pqn.lr_decay_steps or preset.run.steps
     by_steps = max(1.0 - steps / horizon, 0.0) if pqn.lr_decay else 1.0
-    if smoothed is None or pqn.lr_at_stop >= 1.0:
-        return by_steps
-    way = score_way(smoothed, pqn.lr_score_from, preset.run.stop_reward)
-    return by_steps * (1.0 - way * (1.0 - pqn.lr_at_stop))
+    return by_steps * score_fall(preset, smoothed, pqn.lr_at_stop)
+
+
+def update_share(preset: Preset, smoothed: float | None) -> float:
+    """The share of PQN's ``epochs`` x ``minibatches`` updates a rollout gets (0..1): linear
+    in the smoothed training score from 1 at ``pqn.lr_score_from`` to
+    ``pqn.updates_at_stop`` at ``run.stop_reward``, both ways, as ``lr_factor``'s second
+    schedule."""
+    return score_fall(preset, smoothed, preset.pqn.updates_at_stop)
+
+
+def score_fall(preset: Preset, smoothed: float | None, at_stop: float) -> float:
+    """1 up to ``pqn.lr_score_from``, then linear in the smoothed training score down to
+    ``at_stop`` at ``run.stop_reward``; 1 before the first game or where ``at_stop`` is 1."""
+    if smoothed is None or at_stop >= 1.0:
+        return 1.0
+    way = score_way(smoothed, preset.pqn.lr_score_from, preset.run.stop_reward)
+    return 1.0 - way * (1.0 - at_stop)
 
 
 def actor_epsilon(explore: ExploreConfig, index: int, actors: int) -> float | None:
@@ -153,14 +167,24 @@ class RolloutSchedule:
             "samples_per_frame": float(self.epochs),
         }
 
-    def minibatch_indices(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    def updates_at(self, share: float) -> int:
+        """SGD updates per rollout at ``share`` of the full count (``update_share``): at
+        least one."""
+        return max(1, round(self.updates * share))
+
+    def minibatch_indices(
+        self, rng: np.random.Generator, updates: int | None = None
+    ) -> Iterator[np.ndarray]:
         """The rollout's transitions (flat indices) of each update in turn: every epoch a
-        new shuffle, drawn from ``rng`` as that epoch begins."""
-        batch = self.batch
-        for _ in range(self.epochs):
+        new shuffle, drawn from ``rng`` as that epoch begins. ``updates`` (all of them if
+        None) cuts the last epoch short: fewer updates sample every transition fewer
+        times, the last pass a random part of them."""
+        batch, left = self.batch, self.updates if updates is None else updates
+        while left > 0:
             order = rng.permutation(self.transitions)
-            for start in range(0, batch * self.minibatches, batch):
+            for start in range(0, batch * min(left, self.minibatches), batch):
                 yield order[start : start + batch]
+            left -= self.minibatches
 
 
 def update_schedule(preset: Preset, envs: int) -> UpdateSchedule | RolloutSchedule:

@@ -235,8 +235,18 @@ class PQNConfig:
     )
     lr_score_from: float = doc(
         "the smoothed training score from which the learning rate falls towards "
-        "pqn.lr_at_stop; below run.stop_reward",
+        "pqn.lr_at_stop (and the updates towards pqn.updates_at_stop); below run.stop_reward",
         0.0,
+    )
+    updates_at_stop: float = doc(
+        "the SGD updates per rollout fall linearly with the smoothed training score, as the "
+        "learning rate does: from pqn.epochs x pqn.minibatches at pqn.lr_score_from to this "
+        "share of them at run.stop_reward (at least one): an agent that has learnt the game "
+        "spends less of each frame on SGD while the training score catches up; 1 = the score "
+        "does not set them",
+        1.0,
+        low=0.0,
+        high=1.0,
     )
 
 
@@ -470,7 +480,7 @@ def check_consistency(source: str, preset: Preset) -> None:
             ("explore", "epsilon_at_stop", explore.epsilon_at_stop),
             ("score_from", explore.score_from),
             preset.run.stop_reward,
-            "epsilon",
+            "epsilon falls",
         )
     if preset.dqn.algorithm == "pqn":
         _check_pqn(source, preset)
@@ -536,7 +546,15 @@ def _check_pqn(source: str, preset: Preset) -> None:
             ("pqn", "lr_at_stop", pqn.lr_at_stop),
             ("lr_score_from", pqn.lr_score_from),
             run.stop_reward,
-            "the learning rate",
+            "the learning rate falls",
+        )
+    if pqn.updates_at_stop < 1.0:
+        _check_score_fall(
+            source,
+            ("pqn", "updates_at_stop", pqn.updates_at_stop),
+            ("lr_score_from", pqn.lr_score_from),
+            run.stop_reward,
+            "the SGD updates fall",
         )
 
 
@@ -548,19 +566,20 @@ def _check_score_fall(
     what: str,
 ) -> None:
     """A schedule that falls with the smoothed training score, set by ``field`` (section,
-    key, value) from ``start`` (key, score) to the stop reward, needs a stop reward that is
+    key, value) from ``start`` (key, score) to the stop reward (``what`` falls, as the errors
+    say it), needs a stop reward that is
     a number above its start."""
     (section, key, value), (start_key, start_score) = field, start
     if not math.isfinite(stop_reward):
         raise ConfigError(
             f"{source}: [{section}] {key} = {value:g} with [run] stop_reward = "
-            f"{stop_reward:g}: {what} falls with the score to the stop reward, which must be a "
+            f"{stop_reward:g}: {what} with the score to the stop reward, which must be a "
             "number"
         )
     if start_score >= stop_reward:
         raise ConfigError(
             f"{source}: [{section}] {start_key} = {start_score:g} is not below [run] "
-            f"stop_reward = {stop_reward:g}: {what} falls with the score between the two"
+            f"stop_reward = {stop_reward:g}: {what} with the score between the two"
         )
 
 

@@ -24,7 +24,7 @@ from atari_speed.agent.learning import Learning, make_learner
 from atari_speed.agent.networks import build_network
 from atari_speed.agent.replay import FrameReplay
 from atari_speed.agent.rollout import RolloutStore
-from atari_speed.agent.schedules import UpdateSchedule, epsilon_at, lr_factor
+from atari_speed.agent.schedules import UpdateSchedule, epsilon_at, lr_factor, update_share
 from atari_speed.core.errors import ConfigError
 from atari_speed.core.timing import Profiler
 from atari_speed.envs.pipeline import resolve_game
@@ -193,7 +193,8 @@ class Run:
     def learn(self, source: Replay | RolloutStore) -> None:
         """Learn from what the actors filled: one SGD update on a batch sampled from DQN's
         replay, or PQN's epochs over a full rollout (``Learning.learn``)."""
-        self.learner.learn(source, self.decay_progress(), self.rng)
+        share = update_share(self.preset, self.tracker.scores.smoothed)
+        self.learner.learn(source, self.decay_progress(), self.rng, share)
         if self.average is not None:
             self.average.update(self.learner.net, self.frames)
 

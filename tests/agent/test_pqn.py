@@ -99,6 +99,18 @@ def test_learn_makes_epochs_times_minibatches_updates_and_fits(bf16):
     assert pqn.pop_loss() < 0.5 * first
 
 
+def test_learn_makes_the_share_of_its_updates_it_is_given_and_at_least_one():
+    rollout = filled_rollout()
+    pqn = learner(epochs=3, minibatches=4, lr_decay=False)
+    seen = []
+    step = pqn.step
+    pqn.step = lambda obs, actions, returns: seen.append(len(obs)) or step(obs, actions, returns)
+    pqn.learn(rollout, 0.0, np.random.default_rng(0), share=0.5)
+    assert pqn.updates == 6 and seen == [8] * 6  # 1.5 epochs of minibatches of 32 / 4
+    pqn.learn(rollout, 0.0, np.random.default_rng(0), share=0.0)
+    assert pqn.updates == 7
+
+
 def test_learning_rate_decays_linearly_with_progress():
     pqn = learner(epochs=1, minibatches=1, lr_decay=True)
     pqn.learn(filled_rollout(), 0.75, np.random.default_rng(0))

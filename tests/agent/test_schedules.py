@@ -12,6 +12,7 @@ from atari_speed.agent.schedules import (
     epsilon_at,
     lr_factor,
     update_schedule,
+    update_share,
 )
 from atari_speed.core.config import ExploreConfig, load_preset
 
@@ -217,6 +218,38 @@ def test_a_rollout_schedule_samples_every_transition_once_an_epoch():
         assert sorted(np.concatenate(epoch)) == list(range(12))
     assert not np.array_equal(np.concatenate(batches[:3]), np.concatenate(batches[3:]))
     assert schedule.updates_per_frame == 6 / 12
+
+
+def test_fewer_updates_cut_the_last_epoch_short_with_the_same_draws():
+    rng, expected = np.random.default_rng(3), np.random.default_rng(3)
+    schedule = RolloutSchedule(transitions=12, epochs=4, minibatches=3)  # 4 a minibatch
+    assert schedule.updates_at(0.5) == 6 and schedule.updates_at(0.4) == 5
+    assert schedule.updates_at(0.01) == 1 and schedule.updates_at(1.0) == 12
+    batches = list(schedule.minibatch_indices(rng, updates=5))
+    assert len(batches) == 5 and all(len(b) == 4 for b in batches)
+    first, second = expected.permutation(12), expected.permutation(12)
+    assert np.array_equal(np.concatenate(batches), np.concatenate([first, second[:8]]))
+    # all of them: the same batches as the default
+    full = list(RolloutSchedule(12, 4, 3).minibatch_indices(np.random.default_rng(3), 12))
+    default = list(RolloutSchedule(12, 4, 3).minibatch_indices(np.random.default_rng(3)))
+    assert all(np.array_equal(a, b) for a, b in zip(full, default, strict=True))
+
+
+def test_the_update_share_follows_the_smoothed_score_like_the_learning_rate():
+    preset = load_preset(
+        "pong-fast",
+        ["run.stop_reward=18.0", "pqn.updates_at_stop=0.25", "pqn.lr_score_from=0.0"],
+    )
+    assert update_share(preset, None) == 1.0  # no game yet
+    assert update_share(preset, -20.0) == 1.0  # below lr_score_from
+    assert update_share(preset, 9.0) == pytest.approx(0.625)  # half way to stop_reward
+    assert update_share(preset, 30.0) == pytest.approx(0.25)  # never below updates_at_stop
+    off = load_preset("pong-fast", ["pqn.updates_at_stop=1.0"])
+    assert update_share(off, 17.0) == 1.0
+    from atari_speed.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"updates_at_stop = 0.5 with \[run\] stop_reward = inf"):
+        load_preset("atari-fast", ["pqn.updates_at_stop=0.5"])
 
 
 def test_a_rollout_schedule_draws_a_shuffle_per_epoch_as_it_begins():
