@@ -103,6 +103,12 @@ class Run:
         return 1.0 - lr_factor(self.preset, self.frames, self.tracker.scores.smoothed)
 
     @property
+    def learning_rate(self) -> float:
+        """The learner's rate now: PQN's follows ``lr_factor``; DQN's stays at its start."""
+        rate = self.preset.dqn.learning_rate
+        return rate * (1.0 - self.decay_progress()) if self.preset.dqn.algorithm == "pqn" else rate
+
+    @property
     def epsilon(self) -> float:
         return epsilon_at(
             self.preset.explore,
@@ -235,6 +241,7 @@ class Run:
         if self.frames >= self.next_log:
             self.next_log = self.frames + run.log_every
             self.tracker.log(self.epsilon, self.learner.pop_loss(), buffer_fill)
+            self.tracker.log_pace(self.learning_rate, self.learner.updates)
             if self.prof.enabled:
                 self.tracker.log_profile("", self.prof.report())
         if self.frames >= self.next_checkpoint:

@@ -213,6 +213,15 @@ class Tracker:
         if self.record.learning_from is None:
             self.record.learning_from = (self.seconds, self.frames)
 
+    def log_pace(self, learning_rate: float, updates: int) -> None:
+        """TensorBoard's view of the schedules that follow the score: the learning rate now
+        and the SGD updates made so far (their slope over agent steps is the update-to-data
+        ratio, which ``pqn.updates_at_stop`` lowers)."""
+        if self.held:
+            return
+        self.writer.add_scalar("train/learning_rate", learning_rate, self.frames)
+        self.writer.add_scalar("train/sgd_updates", updates, self.frames)
+
     def log(self, epsilon: float, loss: float | None, buffer_fill: float) -> None:
         """TensorBoard scalars, the progress bar's figures and summary.json, now."""
         if self.held:  # nothing played since the checkpoint, whose figures are logged

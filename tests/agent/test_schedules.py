@@ -158,6 +158,30 @@ def test_a_runs_learning_rate_follows_its_smoothed_score():
     assert Run.decay_progress(run_at(9.0)) == pytest.approx(0.4)
 
 
+def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
+    from types import SimpleNamespace
+
+    from atari_speed.run.session import Run
+
+    preset = load_preset("pong-fast", ["pqn.lr_at_stop=0.2", "pqn.updates_at_stop=0.25"])
+    calls = []
+    learner = SimpleNamespace(learn=lambda *args: calls.append(args))
+    run = SimpleNamespace(
+        preset=preset,
+        frames=0,
+        tracker=SimpleNamespace(scores=SimpleNamespace(smoothed=9.0)),
+        learner=learner,
+        rng="rng",
+        average=None,
+    )
+    run.decay_progress = lambda: Run.decay_progress(run)
+    Run.learn(run, "rollout")
+    ((source, progress, rng, share),) = calls
+    assert (source, rng) == ("rollout", "rng")
+    assert progress == pytest.approx(0.4) and share == pytest.approx(0.625)
+    assert Run.learning_rate.fget(run) == pytest.approx(preset.dqn.learning_rate * 0.6)
+
+
 def test_per_actor_fixed_epsilons():
     spread = ExploreConfig(actor_base=0.4)
     eps = [actor_epsilon(spread, i, 4) for i in range(4)]

@@ -86,6 +86,13 @@ def test_nenv_mode_end_to_end(nenv_run):
     assert data.frames == 600 and data.game == "pong" and data.actions == 6
     # (600 - 200 initial) frames / 3 frames per update
     assert data.learner["updates"] == 133
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(nenv_run)).Reload()
+    updates = events.Scalars("train/sgd_updates")
+    assert len(updates) > 2 and all(u.value == max(u.step - 200, 0) // 3 for u in updates)
+    rate = s["preset"]["dqn"]["learning_rate"]
+    assert all(e.value == pytest.approx(rate) for e in events.Scalars("train/learning_rate"))
     # Loads with weights_only=True: tensors and plain containers only.
     torch.load(nenv_run / "checkpoint.pt", weights_only=True)
 
