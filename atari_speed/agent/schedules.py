@@ -60,24 +60,26 @@ def lr_factor(preset: Preset, steps: int, smoothed: float | None) -> float:
     pqn = preset.pqn
     horizon = pqn.lr_decay_steps or preset.run.steps
     by_steps = max(1.0 - steps / horizon, 0.0) if pqn.lr_decay else 1.0
-    return by_steps * score_fall(preset, smoothed, pqn.lr_at_stop)
+    return by_steps * score_fall(
+        smoothed, pqn.lr_score_from, preset.run.stop_reward, pqn.lr_at_stop
+    )
 
 
 def update_share(preset: Preset, smoothed: float | None) -> float:
     """The share of PQN's ``epochs`` x ``minibatches`` updates a rollout gets (0..1): linear
-    in the smoothed training score from 1 at ``pqn.lr_score_from`` to
+    in the smoothed training score from 1 at ``pqn.updates_score_from`` to
     ``pqn.updates_at_stop`` at ``run.stop_reward``, both ways, as ``lr_factor``'s second
     schedule."""
-    return score_fall(preset, smoothed, preset.pqn.updates_at_stop)
+    pqn = preset.pqn
+    return score_fall(smoothed, pqn.updates_score_from, preset.run.stop_reward, pqn.updates_at_stop)
 
 
-def score_fall(preset: Preset, smoothed: float | None, at_stop: float) -> float:
-    """1 up to ``pqn.lr_score_from``, then linear in the smoothed training score down to
-    ``at_stop`` at ``run.stop_reward``; 1 before the first game or where ``at_stop`` is 1."""
+def score_fall(smoothed: float | None, start: float, stop: float, at_stop: float) -> float:
+    """1 up to the score ``start``, then linear in the smoothed training score down to
+    ``at_stop`` at ``stop``; 1 before the first game or where ``at_stop`` is 1."""
     if smoothed is None or at_stop >= 1.0:
         return 1.0
-    way = score_way(smoothed, preset.pqn.lr_score_from, preset.run.stop_reward)
-    return 1.0 - way * (1.0 - at_stop)
+    return 1.0 - score_way(smoothed, start, stop) * (1.0 - at_stop)
 
 
 def actor_epsilon(explore: ExploreConfig, index: int, actors: int) -> float | None:

@@ -235,18 +235,24 @@ class PQNConfig:
     )
     lr_score_from: float = doc(
         "the smoothed training score from which the learning rate falls towards "
-        "pqn.lr_at_stop (and the updates towards pqn.updates_at_stop); below run.stop_reward",
+        "pqn.lr_at_stop; below run.stop_reward",
         0.0,
     )
     updates_at_stop: float = doc(
         "the SGD updates per rollout fall linearly with the smoothed training score, as the "
-        "learning rate does: from pqn.epochs x pqn.minibatches at pqn.lr_score_from to this "
+        "learning rate does: from pqn.epochs x pqn.minibatches at pqn.updates_score_from to "
+        "this "
         "share of them at run.stop_reward (at least one): an agent that has learnt the game "
         "spends less of each frame on SGD while the training score catches up; 1 = the score "
         "does not set them",
         1.0,
         low=0.0,
         high=1.0,
+    )
+    updates_score_from: float = doc(
+        "the smoothed training score from which the SGD updates fall towards "
+        "pqn.updates_at_stop; below run.stop_reward",
+        0.0,
     )
 
 
@@ -552,7 +558,7 @@ def _check_pqn(source: str, preset: Preset) -> None:
         _check_score_fall(
             source,
             ("pqn", "updates_at_stop", pqn.updates_at_stop),
-            ("lr_score_from", pqn.lr_score_from),
+            ("updates_score_from", pqn.updates_score_from),
             run.stop_reward,
             "the SGD updates fall",
         )

@@ -262,7 +262,7 @@ def test_fewer_updates_cut_the_last_epoch_short_with_the_same_draws():
 def test_the_update_share_follows_the_smoothed_score_like_the_learning_rate():
     preset = load_preset(
         "pong-fast",
-        ["run.stop_reward=18.0", "pqn.updates_at_stop=0.25", "pqn.lr_score_from=0.0"],
+        ["run.stop_reward=18.0", "pqn.updates_at_stop=0.25", "pqn.updates_score_from=0.0"],
     )
     assert update_share(preset, None) == 1.0  # no game yet
     assert update_share(preset, -20.0) == 1.0  # below lr_score_from
@@ -270,10 +270,16 @@ def test_the_update_share_follows_the_smoothed_score_like_the_learning_rate():
     assert update_share(preset, 30.0) == pytest.approx(0.25)  # never below updates_at_stop
     off = load_preset("pong-fast", ["pqn.updates_at_stop=1.0"])
     assert update_share(off, 17.0) == 1.0
+    # its own start: the learning rate's (pqn.lr_score_from) is not the updates'
+    late = load_preset("pong-fast", ["pqn.updates_at_stop=0.25", "pqn.updates_score_from=12.0"])
+    assert update_share(late, 9.0) == 1.0 and update_share(late, 15.0) == pytest.approx(0.625)
+    assert lr_factor(late, 0, 9.0) != 1.0  # the preset's rate falls from 0
     from atari_speed.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"updates_at_stop = 0.5 with \[run\] stop_reward = inf"):
         load_preset("atari-fast", ["pqn.updates_at_stop=0.5"])
+    with pytest.raises(ConfigError, match=r"updates_score_from = 18 is not below"):
+        load_preset("pong-fast", ["pqn.updates_at_stop=0.5", "pqn.updates_score_from=18.0"])
 
 
 def test_a_rollout_schedule_draws_a_shuffle_per_epoch_as_it_begins():
