@@ -163,7 +163,8 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
 
     from atari_speed.run.session import Run
 
-    preset = load_preset("pong-fast", ["pqn.lr_at_stop=0.2", "pqn.updates_at_stop=0.25"])
+    overrides = ["pqn.lr_at_stop=0.2", "pqn.updates_at_stop=0.25", "pqn.updates_score_from=0.0"]
+    preset = load_preset("pong-fast", overrides)
     calls = []
     learner = SimpleNamespace(learn=lambda *args: calls.append(args))
     run = SimpleNamespace(
