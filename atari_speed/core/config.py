@@ -241,8 +241,7 @@ class PQNConfig:
     updates_at_stop: float = doc(
         "the SGD updates per rollout fall linearly with the smoothed training score, as the "
         "learning rate does: from pqn.epochs x pqn.minibatches at pqn.updates_score_from to "
-        "this "
-        "share of them at run.stop_reward (at least one): an agent that has learnt the game "
+        "this share of them at run.stop_reward (at least one): an agent that has learnt the game "
         "spends less of each frame on SGD while the training score catches up; 1 = the score "
         "does not set them",
         1.0,
