@@ -545,22 +545,19 @@ def _check_pqn(source: str, preset: Preset) -> None:
             f"{source}: [pqn] minibatches = {pqn.minibatches} does not divide a rollout of "
             f"{envs} envs{across} x {pqn.rollout} steps = {envs * pqn.rollout} transitions"
         )
-    if pqn.lr_at_stop < 1.0:
-        _check_score_fall(
-            source,
-            ("pqn", "lr_at_stop", pqn.lr_at_stop),
-            ("lr_score_from", pqn.lr_score_from),
-            run.stop_reward,
-            "the learning rate falls",
-        )
-    if pqn.updates_at_stop < 1.0:
-        _check_score_fall(
-            source,
-            ("pqn", "updates_at_stop", pqn.updates_at_stop),
-            ("updates_score_from", pqn.updates_score_from),
-            run.stop_reward,
-            "the SGD updates fall",
-        )
+    # The two PQN schedules that fall with the score (1 = off): field, its start, what falls.
+    for key, start_key, what in (
+        ("lr_at_stop", "lr_score_from", "the learning rate falls"),
+        ("updates_at_stop", "updates_score_from", "the SGD updates fall"),
+    ):
+        if getattr(pqn, key) < 1.0:
+            _check_score_fall(
+                source,
+                ("pqn", key, getattr(pqn, key)),
+                (start_key, getattr(pqn, start_key)),
+                run.stop_reward,
+                what,
+            )
 
 
 def _check_score_fall(
