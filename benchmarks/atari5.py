@@ -56,6 +56,7 @@ from typing import NamedTuple
 
 from atari_speed.app.ablation import plot_scores, read_scores
 from atari_speed.app.seeds import finished, parse_seeds, run_seeds, score
+from atari_speed.core.errors import interrupt_as_exception
 from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.tracking import summary_steps
 
@@ -537,16 +538,17 @@ def main(argv: list[str] | None = None) -> int:
         args.png_dir.mkdir(parents=True, exist_ok=True)
     if args.train:
         try:
-            train(
-                args.preset,
-                games,
-                seeds,
-                args.out,
-                extra,
-                max(args.lanes, 1),
-                args.resume,
-                args.episodes,
-            )
+            with interrupt_as_exception():  # SIGTERM as Ctrl-C: the runs stopped, not orphaned
+                train(
+                    args.preset,
+                    games,
+                    seeds,
+                    args.out,
+                    extra,
+                    max(args.lanes, 1),
+                    args.resume,
+                    args.episodes,
+                )
         except ValueError as err:
             raise SystemExit(f"atari5.py: {err}") from None
         except KeyboardInterrupt:

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from atari_speed.app.seeds import parse_seeds, report, run_seeds, score
+from atari_speed.core.errors import interrupt_as_exception
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,9 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         if not args.report_only:
-            run_seeds(args.preset, seeds, args.out, extra, max(args.lanes, 1), args.resume)
-            for seed in seeds:
-                score(args.out / f"s{seed}", args.episodes)
+            with interrupt_as_exception():  # SIGTERM as Ctrl-C: the runs stopped, not orphaned
+                run_seeds(args.preset, seeds, args.out, extra, max(args.lanes, 1), args.resume)
+                for seed in seeds:
+                    score(args.out / f"s{seed}", args.episodes)
         title = args.title or f"{args.preset} {' '.join(extra)}".strip()
         text, _ = report(seeds, args.out, title, args.fps_alone)
     except ValueError as err:

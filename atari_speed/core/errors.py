@@ -4,6 +4,10 @@ names what to fix."""
 from __future__ import annotations
 
 import errno
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 # errno values that mean the disk (or the user's quota on it) is full.
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -42,3 +46,18 @@ def disk_full_cause(err: BaseException) -> OSError | None:
             return current
         current = current.__cause__ or current.__context__
     return None
+
+
+@contextmanager
+def interrupt_as_exception() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C inside the block (a KeyboardInterrupt), so every way
+    out runs the same cleanup: a run saves its checkpoint, a launcher stops its runs."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -15,15 +15,13 @@ They share the plan, the learner, the update schedule and the run's bookkeeping
 from __future__ import annotations
 
 import json
-import signal
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from atari_speed.core.config import Preset
-from atari_speed.core.errors import DiskFullError, disk_full_cause
+from atari_speed.core.errors import DiskFullError, disk_full_cause, interrupt_as_exception
 from atari_speed.run.baseline import run_baseline
 from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.nenv import run_nenv
@@ -38,20 +36,6 @@ LOOPS: dict[str, Callable[[Run], None]] = {
     "parallel": run_parallel,
 }
 PQN_LOOPS: dict[str, Callable[[Run], None]] = {"n-env": run_pqn, "parallel": run_parallel_pqn}
-
-
-@contextmanager
-def interrupt_as_exception() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C, so both save a checkpoint on the way out."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def loop_for(plan: Plan) -> Callable[[Run], None]:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import errno
 import json
 import math
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -22,6 +26,7 @@ from atari_speed.app.seeds import (
     table,
 )
 from atari_speed.core.errors import ConfigError
+from tests.scripts import ROOT
 
 
 def fake_run(
@@ -311,8 +316,6 @@ def test_ctrl_c_stops_seeds_py_in_one_line(tmp_path, monkeypatch, capsys, stage)
     # on and exit status 130, not a traceback.
     import importlib.util
 
-    from tests.scripts import ROOT
-
     spec = importlib.util.spec_from_file_location("seeds_script", ROOT / "benchmarks/seeds.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
@@ -326,3 +329,50 @@ def test_ctrl_c_stops_seeds_py_in_one_line(tmp_path, monkeypatch, capsys, stage)
     assert script.main(["--seeds", "0", "--out", str(tmp_path / "out")]) == 130
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "seeds.py: stopped" in err and "--resume" in err
+
+
+# A stand-in for train.py: says it is up, then on SIGTERM writes "stopped" and exits.
+_RUN = """
+import pathlib, signal, sys, time
+run_dir = pathlib.Path(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda *a: (run_dir.joinpath("stopped").write_text("1"), sys.exit(0)))
+run_dir.joinpath("up").write_text("1")
+time.sleep(120)
+"""
+
+# seeds.py as a user starts it, its train.py replaced by the stand-in above.
+_SEEDS = """
+import runpy, sys
+import atari_speed.app.seeds as seeds
+run, out, script = sys.argv[1:4]
+seeds.train_command = lambda preset, seed, run_dir, extra: [sys.executable, "-c", run, str(run_dir)]
+sys.argv = [script, "--seeds", "0,1", "--lanes", "2", "--out", out]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("script", ["benchmarks/seeds.py", "benchmarks/atari5.py"])
+def test_sigterm_stops_the_launcher_and_each_run_it_started(tmp_path, script):
+    # `kill PID` of seeds.py (or atari5.py) stops its train.py runs as Ctrl-C does, so
+    # they save their checkpoints; before, they ran on as orphans.
+    launcher = _SEEDS
+    if script.endswith("atari5.py"):  # its runs are <out>/<game>/s<seed>
+        launcher = launcher.replace('"--lanes"', '"--train", "--games", "breakout", "--lanes"')
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", launcher, _RUN, str(out), str(ROOT / script)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    runs = [out / "breakout" / f"s{s}" if "atari5" in script else out / f"s{s}" for s in (0, 1)]
+    deadline = time.monotonic() + 60
+    while not all((run / "up").is_file() for run in runs):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "stopped" in err and "--resume" in err
+    assert all((run / "stopped").is_file() for run in runs)
