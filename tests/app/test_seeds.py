@@ -355,8 +355,9 @@ runpy.run_path(script, run_name="__main__")
 def test_sigterm_stops_the_launcher_and_each_run_it_started(tmp_path, script):
     # `kill PID` of seeds.py (or atari5.py) stops its train.py runs as Ctrl-C does, so
     # they save their checkpoints; before, they ran on as orphans.
+    atari5 = script.endswith("atari5.py")
     launcher = _SEEDS
-    if script.endswith("atari5.py"):  # its runs are <out>/<game>/s<seed>
+    if atari5:  # its runs are <out>/<game>/s<seed>
         launcher = launcher.replace('"--lanes"', '"--train", "--games", "breakout", "--lanes"')
     out = tmp_path / "out"
     proc = subprocess.Popen(
@@ -366,10 +367,12 @@ def test_sigterm_stops_the_launcher_and_each_run_it_started(tmp_path, script):
         stderr=subprocess.PIPE,
         text=True,
     )
-    runs = [out / "breakout" / f"s{s}" if "atari5" in script else out / f"s{s}" for s in (0, 1)]
+    runs = [(out / "breakout" if atari5 else out) / f"s{s}" for s in (0, 1)]
     deadline = time.monotonic() + 60
     while not all((run / "up").is_file() for run in runs):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()  # before reading its output: a launcher still waiting would block it
+            pytest.fail(f"the runs did not both start: {proc.communicate()}")
         time.sleep(0.1)
     os.kill(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
