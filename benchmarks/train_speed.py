@@ -241,6 +241,8 @@ def run_row(
                 "update_to_data": {"train_every": float("nan")},
                 "cpu_seconds": nan,
             }
+        # cpu_seconds here: train.py's and its child processes' (the summary's own counts
+        # train.py's process only, without the subprocess backend's workers)
         return {**json.loads((Path(tmp) / "summary.json").read_text()), "cpu_seconds": cpu}
 
 

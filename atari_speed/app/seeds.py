@@ -54,6 +54,9 @@ class SeedResult:
     # the lowest evaluation from the greedy solve on (it included): whether the agent
     # stayed solved once it could play the game; None without a greedy solve
     greedy_low: float | None = None
+    # the evaluations' share of the run's CPU from the first on (summary.json's
+    # eval_cpu_share); None without an evaluation or from a version before the field
+    eval_share: float | None = None
 
     @property
     def solve_frames(self) -> float:
@@ -98,6 +101,7 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
         play=play,
         stop=f"{summary['preset']['run']['stop_reward']:g}",
         greedy_low=min(after) if after else None,
+        eval_share=summary.get("eval_cpu_share"),
     )
 
 
@@ -144,6 +148,10 @@ def _frames(value: float, ran: int | None = None) -> str:
     return f"{value / 1e6:.2f}M"
 
 
+def _share(share: float | None) -> str:
+    return "" if share is None else f"{share:.1%}"
+
+
 def _minutes(frames: float, fps: float | None) -> str:
     return "" if math.isinf(frames) or not fps else f"{frames / fps / 60:.1f}"
 
@@ -160,7 +168,7 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
     levels = (*LEVELS, stop)
     head = [f"steps to {lv}" for lv in levels] + [f"min to {lv}" for lv in levels]
     head += ["greedy solve", "greedy low after", "greedy to book's", "FPS", "best smoothed"]
-    head += ["play.py"]
+    head += ["eval CPU", "play.py"]
     lines = ["| seed | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
 
     def cells(frames: list[float], fps: float | None, rest: list[str], ran: int | None) -> str:
@@ -176,22 +184,24 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         gap_cell = "" if gap is None else _frames(gap, r.frames - (r.greedy_frames or 0))
         best = "" if r.best_smoothed is None else f"{r.best_smoothed:+.1f}"
         play = "" if r.play is None else f"{r.play:.1f}"
-        rest = [greedy, low, gap_cell, f"{r.fps:,.0f}", best, play]
+        rest = [greedy, low, gap_cell, f"{r.fps:,.0f}", best, _share(r.eval_share), play]
         lines.append(f"| {r.seed} | " + cells(frames, fps, rest, r.frames) + " |")
     fps = fps_alone or float(np.median([r.fps for r in results]))
     plays = [r.play for r in results if r.play is not None]
     lows = [r.greedy_low for r in results if r.greedy_low is not None]
     gaps = [g for g in map(greedy_gap, results) if g is not None]
+    shares = [r.eval_share for r in results if r.eval_share is not None]
     for name, pick in (("median", median), ("worst", max)):
         frames = [pick([level_frames(r, lv) for r in results]) for lv in levels]
         play = low = gap = ""
+        share = _share(pick(shares)) if shares else ""
         if plays:
             play = f"{(float(np.median(plays)) if name == 'median' else min(plays)):.1f}"
         if lows:
             low = f"{(float(np.median(lows)) if name == 'median' else min(lows)):+.1f}"
         if gaps:
             gap = _frames(pick(gaps))
-        rest = ["", low, gap, "", "", play]
+        rest = ["", low, gap, "", "", share, play]
         lines.append(f"| **{name}** | " + cells(frames, fps, rest, None) + " |")
     solved = sum(r.solved for r in results)
     clock = f"{fps_alone:,.0f} FPS measured alone" if fps_alone else "each run's own FPS"
@@ -202,7 +212,9 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         f"frames); minutes are steps over {clock}. Greedy solve: the first evaluation "
         "(a snapshot's greedy games) whose mean reached the stop reward; greedy low after: "
         "the lowest evaluation from it on (did the agent stay solved?); greedy to book's: "
-        "steps from it to the training score's solve. play.py: best.pt's mean over greedy games.",
+        "steps from it to the training score's solve. eval CPU: the evaluations' share of the "
+        "run's CPU from the first on (the last one's counted whole: a run that ends soon "
+        "after one reads above eval.max_cpu_share). play.py: best.pt's mean over greedy games.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -319,6 +319,18 @@ class EvalConfig:
         "cost CPU while they could not yet score well; -1000 = from the first agent step",
         -1000.0,
     )
+    max_cpu_share: float = doc(
+        "the most of the run's CPU that evaluations may take: the next one starts eval.every "
+        "agent steps after the last began, and not before the run has used the last one's "
+        "CPU seconds / this share since it began. The run's CPU is this process's (the "
+        "learner, ALE's threads, the games; not the subprocess backend's workers or parallel "
+        "mode's actors, local or Ray, so there evaluations come less often than the share "
+        "allows); an evaluation's is its games' thread's. 1 = every eval.every agent steps, "
+        "whatever that costs",
+        1.0,
+        low=0.01,
+        high=1.0,
+    )
     average_steps: int = doc(
         "0 = evaluations play the weights as they are; else an exponential moving average "
         "of the weights over about this many agent steps (its time constant), and best.pt "

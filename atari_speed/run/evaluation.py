@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -29,6 +30,26 @@ def evaluating(ev: EvalConfig, best_smoothed: float | None) -> bool:
     return ev.from_reward <= -1000 or (
         best_smoothed is not None and best_smoothed >= ev.from_reward
     )
+
+
+def eval_cpu_allows(evaluations: list[dict[str, Any]], share: float, run_cpu: float) -> bool:
+    """Whether the run's CPU time (``run_cpu``) has gone far enough past the last
+    evaluation's start for the next to keep evaluations within ``share`` of it
+    (``eval.max_cpu_share``): the last one's games' CPU over the run's since it began."""
+    last = evaluations[-1] if evaluations else None
+    if share >= 1.0 or last is None or last.get("run_cpu_seconds") is None:
+        return True
+    return run_cpu - last["run_cpu_seconds"] >= last["cpu_seconds"] / share
+
+
+def eval_cpu_share(evaluations: list[dict[str, Any]], run_cpu: float) -> float | None:
+    """The evaluations' games' CPU over the run's CPU time (``run_cpu``, now) from the
+    first evaluation on; None before there is one that recorded when it began."""
+    timed = [e for e in evaluations if e.get("run_cpu_seconds") is not None]
+    if not timed or run_cpu <= timed[0]["run_cpu_seconds"]:
+        return None
+    spent = sum(e["cpu_seconds"] for e in timed)
+    return round(spent / (run_cpu - timed[0]["run_cpu_seconds"]), 4)
 
 
 def play_side_by_side(
@@ -62,8 +83,9 @@ def play_side_by_side(
 class Evaluation:
     """Plays ``eval.episodes`` games with a snapshot of ``weights`` (a network's state
     dict: the online network's, or their average) in a background thread, so the loop
-    (and in parallel mode, the learner) never waits for it. ``frames`` and ``seconds`` say
-    when the snapshot was taken: the score is of the weights then."""
+    (and in parallel mode, the learner) never waits for it. ``frames``, ``seconds`` and
+    ``run_cpu_seconds`` (the run's CPU time) say when the snapshot was taken: the score is
+    of the weights then."""
 
     def __init__(
         self,
@@ -71,9 +93,10 @@ class Evaluation:
         weights: dict[str, torch.Tensor],
         frames: int,
         seconds: float = 0.0,
+        run_cpu_seconds: float | None = None,
     ) -> None:
         ev = plan.preset.eval
-        self.frames, self.seconds = frames, seconds
+        self.frames, self.seconds, self.run_cpu_seconds = frames, seconds, run_cpu_seconds
         self.net_state = {k: v.detach().clone() for k, v in weights.items()}
         snapshot = build_network(plan.preset.dqn, plan.obs_shape, plan.actions).to(plan.device)
         snapshot.load_state_dict(self.net_state)

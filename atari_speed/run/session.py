@@ -30,7 +30,7 @@ from atari_speed.core.timing import Profiler
 from atari_speed.envs.pipeline import resolve_game
 from atari_speed.envs.vector import VectorEnv, make_vector_env
 from atari_speed.run.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from atari_speed.run.evaluation import Evaluation, evaluating
+from atari_speed.run.evaluation import Evaluation, eval_cpu_allows, evaluating
 from atari_speed.run.lock import RunDirLock
 from atari_speed.run.plan import Plan
 from atari_speed.run.replay_file import REPLAY_FILE, load_replay, save_replay
@@ -260,12 +260,21 @@ class Run:
     def _evaluate(self) -> None:
         ev = self.preset.eval
         ready = evaluating(ev, self.tracker.scores.best_smoothed)
-        if ready and self.frames >= self.next_eval and self.evaluation is None:
+        if (
+            ready
+            and self.frames >= self.next_eval
+            and self.evaluation is None
+            and eval_cpu_allows(
+                self.tracker.record.evaluations, ev.max_cpu_share, self.tracker.cpu_seconds
+            )
+        ):
             self.next_eval = self.frames + ev.every
             weights = (
                 self.learner.net.state_dict() if self.average is None else self.average.weights
             )
-            self.evaluation = Evaluation(self.plan, weights, self.frames, self.tracker.seconds)
+            self.evaluation = Evaluation(
+                self.plan, weights, self.frames, self.tracker.seconds, self.tracker.cpu_seconds
+            )
         if self.evaluation is not None and self.evaluation.finished():
             evaluation, self.evaluation = self.evaluation, None
             best = self.tracker.evaluated(
@@ -274,6 +283,7 @@ class Run:
                 evaluation.seconds,
                 evaluation.cpu_seconds,
                 evaluation.scores,
+                evaluation.run_cpu_seconds,
             )
             if best:
                 self.checkpoint("best.pt", weights_only=True, net_state=evaluation.net_state)

@@ -27,6 +27,7 @@ from atari_speed.agent.actor import Game
 from atari_speed.agent.schedules import update_schedule
 from atari_speed.core.errors import ConfigError
 from atari_speed.run.checkpoint import write_text_atomic
+from atari_speed.run.evaluation import eval_cpu_share
 from atari_speed.run.plan import Plan
 
 EMA_ALPHA = 0.98  # the book's smoothing of episode rewards
@@ -70,7 +71,7 @@ class Scores:
 @dataclass
 class Record:
     """What a run has to tell of its past: its games' scores, its evaluations, when it
-    began to learn, its wall time and auto's choices. A checkpoint saves it whole and a
+    began to learn, its wall and CPU time and auto's choices. A checkpoint saves it whole and a
     resume restores it whole (``Tracker.stats``, ``Tracker.restore``), so a field added
     here goes on across a resume with nothing else to write."""
 
@@ -80,10 +81,11 @@ class Record:
     # (seconds, agent steps) of the first evaluation whose mean reached stop_reward: the greedy
     # agent's solve, beside the training games' smoothed one
     eval_solved_at: tuple[float, int] | None = None
-    evaluations: list[dict[str, float]] = field(default_factory=list)
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
     learning_from: tuple[float, int] | None = None  # (seconds, steps) of the 1st update
     # Wall time of the runs before this process's; in a checkpoint, all of it up to then.
     seconds_before: float = 0.0
+    cpu_seconds_before: float = 0.0  # the same for the process's CPU time (all its threads)
     choices: dict[str, Any] = field(default_factory=dict)  # auto's, and the mode's loop's
 
     @classmethod
@@ -133,6 +135,7 @@ class Tracker:
         self.loss: float | None = None
         self.fps = 0.0
         self.start = time.perf_counter()
+        self.cpu_start = time.process_time()
         self._window = (self.start, 0)
         # Made at the first scalar: a resume that fails before it leaves TensorBoard's
         # files as they were (``held``).
@@ -166,6 +169,11 @@ class Tracker:
     @property
     def seconds(self) -> float:
         return self.record.seconds_before + time.perf_counter() - self.start
+
+    @property
+    def cpu_seconds(self) -> float:
+        """The run's CPU time so far: this process's, all threads, across resumes."""
+        return self.record.cpu_seconds_before + time.process_time() - self.cpu_start
 
     @property
     def writer(self) -> SummaryWriter:
@@ -294,10 +302,12 @@ class Tracker:
         seconds: float,
         cpu_seconds: float = 0.0,
         games: Sequence[float] = (),
+        run_cpu_seconds: float | None = None,
     ) -> bool:
         """Record the mean score of an evaluation of the weights at agent step ``steps``
         (and ``seconds``), with each game's score (a low mean can be one lost game or
-        all of them); True if it is the best so far."""
+        all of them), what its games cost (``cpu_seconds``) and the run's CPU time when
+        it began (``run_cpu_seconds``); True if it is the best so far."""
         record = self.record
         record.eval_reward = reward
         record.evaluations.append(
@@ -306,6 +316,7 @@ class Tracker:
                 "seconds": round(seconds, 2),
                 "reward": reward,
                 "cpu_seconds": round(cpu_seconds, 2),
+                "run_cpu_seconds": None if run_cpu_seconds is None else round(run_cpu_seconds, 2),
                 "games": [float(g) for g in games],
             }
         )
@@ -338,6 +349,8 @@ class Tracker:
             "eval_solved_at_seconds": None if greedy is None else round(greedy[0], 2),
             "eval_solved_at_steps": None if greedy is None else greedy[1],
             "evaluations": record.evaluations,
+            "cpu_seconds": round(self.cpu_seconds, 2),
+            "eval_cpu_share": eval_cpu_share(record.evaluations, self.cpu_seconds),
             "solved": s.solved_at is not None,
             "solved_at_seconds": None if s.solved_at is None else round(s.solved_at[0], 2),
             "solved_at_steps": None if s.solved_at is None else s.solved_at[1],
@@ -380,7 +393,9 @@ class Tracker:
         """What a checkpoint carries to resume the statistics: the record, whole (its wall
         time brought up to now), and how far scores.csv went, for a resume in this
         directory (``drop_logs_after``)."""
-        record = dataclasses.replace(self.record, seconds_before=self.seconds)
+        record = dataclasses.replace(
+            self.record, seconds_before=self.seconds, cpu_seconds_before=self.cpu_seconds
+        )
         if self._cut is not None:  # held: the file still runs past the checkpoint resumed
             scores_bytes = self._cut[0]
         else:

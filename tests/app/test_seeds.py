@@ -40,6 +40,7 @@ def fake_run(
     play=None,
     evaluations=(),
     old=False,
+    eval_share=None,
 ):
     """A run directory; ``old``: its summary.json as earlier versions wrote it, saying
     frames (run.frames, solved_at_frames, ...) for agent steps."""
@@ -57,6 +58,8 @@ def fake_run(
         "reached": {k: {steps: f, "seconds": f / fps} for k, f in reached.items()},
         "preset": {"run": {"stop_reward": 18.0, steps: 1_500_000, "seconds": 0.0}},
     }
+    if eval_share is not None:
+        summary["eval_cpu_share"] = eval_share
     (path / "summary.json").write_text(json.dumps(summary))
     (path / "scores.csv").write_text(f"seconds,{steps},score,smoothed\n1,1000,-21,-21\n")
     if play is not None:
@@ -125,6 +128,17 @@ def test_stability_columns_say_whether_the_greedy_agent_stayed_solved(tmp_path, 
     assert cells["2"][9:11] == ["+12.5", "not by 0.40M"]  # greedy solved, training did not
     assert cells["**worst**"][9:11] == ["+12.5", "not solved"]
     assert cells["**median**"][9:11] == ["+12.5", "0.30M"]
+
+
+def test_the_evaluations_cpu_share_has_a_column_whose_worst_is_the_largest(tmp_path):
+    for seed, share in enumerate((0.031, 0.151, None)):  # None: a summary before the field
+        fake_run(tmp_path / f"s{seed}", seed, {"18": 1_000_000}, 1_000_000, True, eval_share=share)
+    results = [read_result(s, tmp_path / f"s{s}") for s in range(3)]
+    lines = table(results).splitlines()
+    column = [c.strip() for c in lines[0].split("|")].index("eval CPU")
+    cells = {ln.split("|")[1].strip(): ln.split("|")[column].strip() for ln in lines if "|" in ln}
+    assert (cells["0"], cells["1"], cells["2"]) == ("3.1%", "15.1%", "")
+    assert cells["**worst**"] == "15.1%" and cells["**median**"] == "9.1%"
 
 
 def test_fps_alone_sets_the_minutes(tmp_path):

@@ -172,6 +172,8 @@ def test_a_resumed_run_has_the_saved_learner_stats_and_rng_states(tmp_path, pres
         # the wall time goes on from the saved one; everything else is as saved
         record = stats["record"]
         assert record.pop("seconds_before") >= saved_record.pop("seconds_before") > 0
+        # and its CPU clock
+        assert record.pop("cpu_seconds_before") >= saved_record.pop("cpu_seconds_before") > 0
         assert_same(saved_stats, stats, "stats")
         assert second.rng.bit_generator.state == saved_numpy
         assert torch.equal(torch.get_rng_state(), saved_torch)

@@ -88,3 +88,28 @@ def test_evaluations_start_once_the_smoothed_score_reaches_from_reward():
     gated = EvalConfig(every=10, from_reward=-15.0)
     assert not evaluating(gated, None) and not evaluating(gated, -15.5)
     assert evaluating(gated, -15.0) and evaluating(gated, 3.0)
+
+
+def _evaluation(began: float | None, cpu: float) -> dict:
+    return {"steps": 0, "reward": 0.0, "cpu_seconds": cpu, "run_cpu_seconds": began}
+
+
+def test_the_next_evaluation_waits_until_the_last_ones_cpu_is_its_share():
+    from atari_speed.run.evaluation import eval_cpu_allows
+
+    last = [_evaluation(began=100.0, cpu=4.0)]  # 4 CPU s: 5% of 80 s of the run's CPU
+    assert eval_cpu_allows([], 0.05, 0.0), "the first evaluation waits for nothing"
+    assert not eval_cpu_allows(last, 0.05, 179.0)
+    assert eval_cpu_allows(last, 0.05, 180.0)
+    assert eval_cpu_allows(last, 1.0, 100.5), "1: no limit"
+    assert eval_cpu_allows([_evaluation(None, 4.0)], 0.05, 0.0), "from before the field"
+
+
+def test_the_evaluations_cpu_share_runs_from_the_first_one_that_says_when_it_began():
+    from atari_speed.run.evaluation import eval_cpu_share
+
+    assert eval_cpu_share([], 50.0) is None
+    older = _evaluation(None, 9.0)  # a checkpoint's from before the field: not counted
+    timed = [_evaluation(100.0, 3.0), _evaluation(150.0, 2.0)]
+    assert eval_cpu_share([older, *timed], 200.0) == 0.05
+    assert eval_cpu_share(timed, 100.0) is None, "no CPU since it began"

@@ -182,26 +182,32 @@ def test_a_resume_keeps_everything_the_summary_tells_of_the_runs_past(tmp_path):
     first = tracker_at(tmp_path / "first", stop_reward=-20.5)
     first.note_choices(why=["auto: 8 envs"], actor_pids=[7])
     first.start -= 100.0  # the clock moves on by 100 s: FPS is not over microseconds
+    first.cpu_start -= 100.0  # and the process's CPU clock
     first.advance(400)
     first.game(Game(-21.0, 400))
     first.learning_started()
     first.start -= 100.0
     first.advance(600)
     first.game(Game(21.0, 600))  # smoothed -20.16: solved
-    first.evaluated(-20.8, 800, 60.0, cpu_seconds=5.0, games=[-21.0, -20.6])
+    began = first.cpu_seconds - 50.0  # the run's CPU time when the first evaluation began
+    first.evaluated(-20.8, 800, 60.0, cpu_seconds=5.0, games=[-21.0, -20.6], run_cpu_seconds=began)
     first.evaluated(-20.4, 1000, 90.0)  # the greedy solve
     first.evaluated(-20.45, 1000, 95.0)  # the last greedy score is not the best
     again = tracker_at(tmp_path / "again", stop_reward=-20.5)
     again.restore(through_a_checkpoint(first.stats()), first.frames)
     before, after = first.summary(), again.summary()
+    assert before["eval_cpu_share"] == pytest.approx(0.1, rel=1e-2)  # 5 CPU s of ~50
     for key in ("seconds", "fps", "fps_after_warmup"):  # the clock ran on in between
         assert after.pop(key) == pytest.approx(before.pop(key), rel=1e-3), key
+    for key in ("cpu_seconds", "eval_cpu_share"):  # and the CPU clock, from ~100 s
+        assert after.pop(key) == pytest.approx(before.pop(key), rel=1e-2), key
     assert after == before
     assert after["evaluations"][0] == {
         "steps": 800,
         "seconds": 60.0,
         "reward": -20.8,
         "cpu_seconds": 5.0,
+        "run_cpu_seconds": round(began, 2),
         "games": [-21.0, -20.6],
     }
     assert after["last_reward"] == 21.0 and after["eval_reward"] == -20.45

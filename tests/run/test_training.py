@@ -672,6 +672,9 @@ def test_evaluation_runs_beside_training_and_picks_best_pt(tmp_path):
     assert s["evaluations"][0]["steps"] >= 300 and s["steps"] > s["evaluations"][0]["steps"]
     # the one game's score is recorded beside the mean
     assert s["evaluations"][0]["games"] == [s["evaluations"][0]["reward"]]
+    # and when it began on the run's CPU clock, from which its share of the CPU is counted
+    assert 0 < s["evaluations"][0]["run_cpu_seconds"] <= s["cpu_seconds"]
+    assert 0 < s["eval_cpu_share"] < 1
     assert s["fps_after_warmup"] is not None and s["fps_after_warmup"] > 0
     best = load_checkpoint(tmp_path / "best.pt")
     assert best.learner is None and best.net, "best.pt holds weights only"
@@ -719,6 +722,36 @@ def test_best_pt_holds_the_weights_that_were_evaluated_not_the_later_ones(tmp_pa
         assert best.learner is None and best.net.keys() == evaluated.keys()
         for key, value in evaluated.items():
             assert torch.equal(best.net[key], value), key
+    finally:
+        if run.evaluation is not None:
+            run.evaluation.cancel()
+        run.tracker.close()
+        run.lock.release()
+
+
+def test_an_evaluation_waits_for_the_run_cpu_that_its_share_allows(tmp_path):
+    # eval.max_cpu_share 0.05: the last evaluation took 1 CPU second, so the next waits
+    # until the run has used 20 since that one began, even with its agent steps due.
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = [
+        "run.envs=1", "eval.every=10", "eval.episodes=1", "eval.from_reward=-1000",
+        "eval.max_cpu_share=0.05",
+    ]  # fmt: skip
+    run = Run(make_plan(load_preset("pong-nenv", overrides)), tmp_path)
+    try:
+        now = run.tracker.cpu_seconds
+        last = {"steps": 0, "reward": -21.0, "cpu_seconds": 1.0, "run_cpu_seconds": now}
+        run.tracker.record.evaluations.append(last)
+        run.tracker.advance(10)
+        run.periodic(0.0)
+        assert run.evaluation is None, "due by agent steps, not by CPU"
+        last["run_cpu_seconds"] = now - 20.0
+        run.periodic(0.0)
+        assert run.evaluation is not None, "20 CPU seconds since the last began"
+        assert run.evaluation.run_cpu_seconds >= now
     finally:
         if run.evaluation is not None:
             run.evaluation.cancel()
