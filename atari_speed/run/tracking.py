@@ -332,7 +332,7 @@ class Tracker:
 
     def summary(self) -> dict[str, Any]:
         seconds, record, preset = self.seconds, self.record, self.plan.preset
-        s, greedy = record.scores, record.eval_solved_at
+        s, greedy, cpu = record.scores, record.eval_solved_at, self.cpu_seconds
         return {
             "steps": self.frames,
             "emulator_frames": self.frames * self.plan.frame_skip,
@@ -349,8 +349,8 @@ class Tracker:
             "eval_solved_at_seconds": None if greedy is None else round(greedy[0], 2),
             "eval_solved_at_steps": None if greedy is None else greedy[1],
             "evaluations": record.evaluations,
-            "cpu_seconds": round(self.cpu_seconds, 2),
-            "eval_cpu_share": eval_cpu_share(record.evaluations, self.cpu_seconds),
+            "cpu_seconds": round(cpu, 2),
+            "eval_cpu_share": eval_cpu_share(record.evaluations, cpu),
             "solved": s.solved_at is not None,
             "solved_at_seconds": None if s.solved_at is None else round(s.solved_at[0], 2),
             "solved_at_steps": None if s.solved_at is None else s.solved_at[1],
