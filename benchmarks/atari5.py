@@ -11,7 +11,11 @@ one game after another, ``--lanes`` seeds at once, with ``--game <game>`` and th
 ``--`` given to every train.py), each finished seed's best.pt is scored by play.py's
 greedy games (play.json), and the seeds are reported. Finished seeds are kept, so after a
 stop the same command goes on; a seed stopped part way is refused unless ``--resume`` is
-given, which goes on from its checkpoint.pt. ``--report-only`` reports an ``--out``
+given, which goes on from its checkpoint.pt. ``--record DIR`` keeps what the report reads of
+each finished, scored seed (summary.json, scores.csv, play.json) in DIR/<game>/s<seed>, a
+folder to commit: the run directories with their checkpoints stay on the machine that ran
+them, the record goes with the code, a recorded seed is not trained again, and the report
+takes a seed from ``--out``, else from the record. ``--report-only`` reports an ``--out``
 without training: per game, the mean and the range (lowest to highest) over its seeds of
 the last 100 training games and of the greedy score, beside Dopamine's DQN and Rainbow
 (mean and range over their 5 seeds); whether the seed mean is ahead of each one's mean
@@ -294,12 +298,37 @@ def warn_not_sticky(run: Path, summary: dict) -> None:
         )
 
 
-def read_game(out: Path, game: str, seeds: Sequence[int]) -> GameSeeds | None:
-    """The seeds of ``game`` in ``out/<game>/s<seed>`` that have ended a game (a line on
-    stderr for each left out); None where none has."""
+# What the seeds' report reads of a run: a finished, scored seed recorded with them is whole.
+RECORD_FILES = ("summary.json", "scores.csv", "play.json")
+
+
+def recorded(record: Path | None, game: str, seed: int) -> Path | None:
+    """``record/<game>/s<seed>`` where it holds a whole record, else None."""
+    if record is None:
+        return None
+    run = record / game / f"s{seed}"
+    return run if all((run / name).is_file() for name in RECORD_FILES) else None
+
+
+def keep_record(run: Path, record: Path, game: str, seed: int) -> None:
+    """Copy a finished, scored run's RECORD_FILES to ``record/<game>/s<seed>``, each file
+    whole or not at all; play.json last, so that a copy cut short is not a whole record."""
+    kept = record / game / f"s{seed}"
+    kept.mkdir(parents=True, exist_ok=True)
+    for name in RECORD_FILES:
+        write_text_atomic(kept / name, (run / name).read_text())
+
+
+def read_game(
+    out: Path, game: str, seeds: Sequence[int], record: Path | None = None
+) -> GameSeeds | None:
+    """The seeds of ``game`` in ``out/<game>/s<seed>``, or else in ``record``'s, that have
+    ended a game (a line on stderr for each left out); None where none has."""
     runs, training, greedy, title = [], [], [], ""
     for seed in seeds:
         run = out / game / f"s{seed}"
+        if not (run / "summary.json").is_file() and (kept := recorded(record, game, seed)):
+            run = kept
         if not ((run / "summary.json").is_file() and (run / "scores.csv").is_file()):
             print(f"atari5.py: {run}: no run there, left out", file=sys.stderr)
             continue
@@ -397,11 +426,16 @@ def seed_counts(results: list[GameSeeds]) -> str:
 
 
 def report_seeds(
-    out: Path, games: Sequence[str], seeds: Sequence[int], png_dir: Path | None
+    out: Path,
+    games: Sequence[str],
+    seeds: Sequence[int],
+    png_dir: Path | None,
+    record: Path | None = None,
 ) -> str:
-    """The table of ``out/<game>/s<seed>``, a row per game over its seeds; also written
-    to ``out/atari5.md``, and with ``png_dir`` a plot per game of every seed's curve."""
-    results = [r for game in games if (r := read_game(out, game, seeds)) is not None]
+    """The table of ``out/<game>/s<seed>`` (or of ``record``'s where --out lacks a seed), a
+    row per game over its seeds; also written to ``out/atari5.md``, and with ``png_dir`` a
+    plot per game of every seed's curve."""
+    results = [r for game in games if (r := read_game(out, game, seeds, record)) is not None]
     if not results:
         raise SystemExit(f"atari5.py: {out}: no run of {', '.join(games)} has ended a game")
     lines = [
@@ -437,23 +471,33 @@ def train(
     lanes: int = 1,
     resume: bool = False,
     episodes: int = 10,
+    record: Path | None = None,
 ) -> None:
-    """Train every seed of every game not yet finished in ``out/<game>/s<seed>``, one game
-    after another, and score each finished seed's best.pt with play.py."""
+    """Train every seed of every game not yet finished in ``out/<game>/s<seed>`` nor
+    recorded in ``record``, one game after another, score each finished seed's best.pt
+    with play.py, and record it."""
+    todo = {g: [s for s in seeds if not recorded(record, g, s)] for g in games}
     # run_seeds refuses a game's unfinished seed when that game comes up: find them all
     # before the first game trains, not hours in
-    stopped = [run for g in games for s in seeds if refused(run := out / g / f"s{s}", resume)]
+    stopped = [run for g in games for s in todo[g] if refused(run := out / g / f"s{s}", resume)]
     if stopped:
         raise ValueError(
             f"runs that did not finish are in {', '.join(map(str, stopped))}: move them away"
             " to train those seeds again, or where one has a checkpoint.pt, pass --resume"
         )
     for game in games:
-        run_seeds(preset, seeds, out / game, ["--game", game, *extra], lanes, resume)
-        for seed in seeds:
+        if not todo[game]:
+            print(f"atari5.py: {game}: every seed recorded in {record}, kept", flush=True)
+            continue
+        run_seeds(preset, todo[game], out / game, ["--game", game, *extra], lanes, resume)
+        for seed in todo[game]:
             run = out / game / f"s{seed}"
             if finished(run):
                 score(run, episodes)
+                if record is not None and (run / "play.json").is_file():
+                    keep_record(run, record, game, seed)
+                elif record is not None:  # no best.pt to play: not a whole record
+                    print(f"atari5.py: {run}: not scored, not recorded", file=sys.stderr)
             else:  # a play.json of it now would be kept after it goes on
                 print(f"atari5.py: {run}: not finished, not scored", file=sys.stderr)
 
@@ -490,6 +534,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report-only", action="store_true", help="train nothing: report the seeds in --out"
     )
+    parser.add_argument(
+        "--record",
+        type=Path,
+        help="keep each finished, scored seed's summary.json, scores.csv and play.json in "
+        "RECORD/<game>/s<seed> (a folder to commit); a recorded seed is not trained again "
+        "and is reported where --out lacks it",
+    )
     parser.add_argument("--preset", default="atari-84", help="with --train (default atari-84)")
     parser.add_argument("--seeds", default="0-2", help="e.g. 0-2 or 0,2,5 (default 0-2)")
     parser.add_argument(
@@ -523,6 +574,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("each game is given to train.py as --game: choose them with --games")
     if args.at:
         parser.error("--at reads run directories, not --out")
+    if args.record is not None and args.record.resolve() == args.out.resolve():
+        parser.error("--record: a folder of its own, not --out")
     try:
         seeds = parse_seeds(args.seeds)
     except ValueError:
@@ -548,6 +601,7 @@ def main(argv: list[str] | None = None) -> int:
                     max(args.lanes, 1),
                     args.resume,
                     args.episodes,
+                    args.record,
                 )
         except ValueError as err:
             raise SystemExit(f"atari5.py: {err}") from None
@@ -557,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 130
-    print(report_seeds(args.out, games, seeds, args.png_dir), end="")
+    print(report_seeds(args.out, games, seeds, args.png_dir, args.record), end="")
     print(f"written: {args.out / 'atari5.md'}", file=sys.stderr)
     return 0
 

@@ -370,3 +370,49 @@ def test_the_seeds_form_refuses_what_it_cannot_do(tmp_path, monkeypatch, capsys,
     with pytest.raises(SystemExit):
         atari5.main(argv)
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_a_record_outlives_the_run_directories_and_is_not_trained_again(
+    tmp_path, capsys, fake_training
+):
+    trained, scored = fake_training
+    record = tmp_path / "record"
+    argv = ["--train", "--seeds", "0-2", "--games", "qbert,breakout", "--record", str(record)]
+    assert atari5.main([*argv, "--out", str(tmp_path / "out")]) == 0
+    # the finished, scored seeds recorded, whole; qbert's stopped seed 2 not
+    for game, seed in [("qbert", 0), ("qbert", 1)] + [("breakout", s) for s in (0, 1, 2)]:
+        for name in atari5.RECORD_FILES:
+            assert (record / game / f"s{seed}" / name).read_text() == (
+                tmp_path / "out" / game / f"s{seed}" / name
+            ).read_text()
+    assert not (record / "qbert" / "s2").exists()
+    first = table_rows(capsys.readouterr().out)
+
+    # another machine: a new --out, the record alone. Only qbert's seed 2 trains; breakout,
+    # every seed recorded, not at all; the report reads the recorded seeds from the record
+    trained.clear()
+    scored.clear()
+    fresh = tmp_path / "fresh"
+    assert atari5.main([*argv, "--out", str(fresh)]) == 0
+    assert [(call[1], call[2]) for call in trained] == [([2], fresh / "qbert")]
+    assert scored == []  # qbert's seed 2 stopped part way again (the fake's doing)
+    captured = capsys.readouterr()
+    assert f"breakout: every seed recorded in {record}, kept" in captured.out
+    assert table_rows(captured.out) == first
+    assert not (fresh / "breakout").exists()
+    # --report-only reads the record too
+    assert atari5.main(["--report-only", "--out", str(fresh), "--record", str(record)]) == 0
+    assert table_rows(capsys.readouterr().out) == first
+
+
+def test_a_seed_without_best_pt_to_play_is_not_recorded(
+    tmp_path, capsys, monkeypatch, fake_training
+):
+    monkeypatch.setattr(atari5, "score", lambda run_dir, episodes: None)  # no best.pt
+    record = tmp_path / "record"
+    argv = ["--train", "--seeds", "0", "--games", "breakout", "--out", str(tmp_path / "out")]
+    assert atari5.main([*argv, "--record", str(record)]) == 0
+    assert f"{tmp_path / 'out' / 'breakout' / 's0'}: not scored, not recorded" in (
+        capsys.readouterr().err
+    )
+    assert not record.exists() or not any(record.rglob("*.json"))
