@@ -27,6 +27,7 @@ Run it on an otherwise idle machine: every figure is a median of ``--reps`` wind
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import threading
@@ -361,8 +362,22 @@ def main() -> None:
         f"({act_flops / acting / 1e6 / peak['fp32']:.0%} of the fp32 matmul ceiling)"
     )
     total_flops = sum(flops.values())
+    fp32_ms = math.nan
     for precision in ("fp32", "bf16"):
+        if precision == "bf16" and not bf16_units:
+            # Emulated bf16: the profiler files its convolutions under other names, and a
+            # ceiling of ~1 GFLOP/s puts every part "above" it; the update's time is the fact.
+            pqn, batch = learner(True, network), minibatch(network)
+            ms = seconds_per_call(lambda: pqn.step(*batch), 2, 3) * 1e3  # noqa: B023 (called here)
+            print(
+                f"\n### one update, bf16: {ms:.1f} ms (profiler off), {ms / fp32_ms:.1f}x the "
+                "fp32 update's time: this CPU has no bf16 units, so torch emulates bf16 (the "
+                f'matmul above: {peak["bf16"]:,.0f} GFLOP/s) and run.precision = "auto" '
+                "takes fp32; no table by part (their ceilings mean nothing here)"
+            )
+            continue
         wall, parts = profile_update(precision == "bf16", args.updates, network)
+        fp32_ms = wall if precision == "fp32" else fp32_ms
         profiled = sum(parts.values())
         floor = total_flops / (peak[precision] * 1e9) * 1e3
         print(

@@ -52,3 +52,20 @@ def test_ops_are_grouped_by_name_and_the_optimizer_by_where_they_ran():
     assert any(name.startswith("aten::_foreach") for name in optimizer_ops)
     # an op inside the optimizer's step counts there, not under its own name's part
     assert not any(name.startswith("aten::_foreach") for name in parts.get("other", ()))
+
+
+def test_without_bf16_units_bf16_is_timed_not_tabled(monkeypatch, capsys):
+    # bf16 emulated: its profile files the convs under other names against a ~1 GFLOP/s
+    # ceiling, so it is one timed line beside the fp32 table, not a table of its own
+    monkeypatch.setattr(roofline, "cpu_info", lambda: ("Some CPU", []))
+    monkeypatch.setattr(roofline, "MINIBATCH", 8)
+    monkeypatch.setattr(
+        "sys.argv", ["roofline.py", "--reps", "1", "--updates", "1", "--matmul", "64"]
+    )
+    roofline.main()
+    out = capsys.readouterr().out
+    assert "(bf16 units: none)" in out
+    assert out.count("| part | ms per update |") == 1  # fp32's table only
+    assert "of the fp32 matmul ceiling |" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("### one update, bf16:"))
+    assert "x the fp32 update's time: this CPU has no bf16 units" in line
