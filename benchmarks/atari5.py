@@ -4,6 +4,7 @@
     uv run benchmarks/atari5.py --train --preset atari-84 --seeds 0-2 --out runs/atari5-sticky \\
         -- --set env.pipeline='"maxpool84-sticky"'
     uv run benchmarks/atari5.py --report-only --seeds 0-2 --out runs/atari5-sticky
+    uv run benchmarks/atari5.py --train ... --record docs/atari/sticky   # outlives --out
 
 With ``--train``, every game of ``--games`` (Breakout and the five Atari-5 games) is
 trained once per seed into ``<out>/<game>/s<seed>`` (the runner of benchmarks/seeds.py,
@@ -312,11 +313,24 @@ def recorded(record: Path | None, game: str, seed: int) -> Path | None:
 
 def keep_record(run: Path, record: Path, game: str, seed: int) -> None:
     """Copy a finished, scored run's RECORD_FILES to ``record/<game>/s<seed>``, each file
-    whole or not at all; play.json last, so that a copy cut short is not a whole record."""
+    whole or not at all. An old play.json goes first and the new one comes last, so a copy
+    cut short is never a whole record mixing two runs."""
     kept = record / game / f"s{seed}"
     kept.mkdir(parents=True, exist_ok=True)
-    for name in RECORD_FILES:
+    (kept / "play.json").unlink(missing_ok=True)
+    for name in (*(n for n in RECORD_FILES if n != "play.json"), "play.json"):
         write_text_atomic(kept / name, (run / name).read_text())
+
+
+def score_and_record(run: Path, episodes: int, record: Path | None, game: str, seed: int) -> None:
+    """play.py's greedy score of a finished seed's best.pt (play.json), then its record."""
+    score(run, episodes)
+    if record is None:
+        return
+    if (run / "play.json").is_file():
+        keep_record(run, record, game, seed)
+    else:  # no best.pt to play: not a whole record
+        print(f"atari5.py: {run}: not scored, not recorded", file=sys.stderr)
 
 
 def read_game(
@@ -327,7 +341,9 @@ def read_game(
     runs, training, greedy, title = [], [], [], ""
     for seed in seeds:
         run = out / game / f"s{seed}"
-        if not (run / "summary.json").is_file() and (kept := recorded(record, game, seed)):
+        # a run going on in --out (its summary.json is written as it trains) is not the
+        # recorded one: the record wins until the run there has finished
+        if not finished(run) and (kept := recorded(record, game, seed)):
             run = kept
         if not ((run / "summary.json").is_file() and (run / "scores.csv").is_file()):
             print(f"atari5.py: {run}: no run there, left out", file=sys.stderr)
@@ -489,15 +505,22 @@ def train(
         if not todo[game]:
             print(f"atari5.py: {game}: every seed recorded in {record}, kept", flush=True)
             continue
-        run_seeds(preset, todo[game], out / game, ["--game", game, *extra], lanes, resume)
-        for seed in todo[game]:
+        for seed in seeds:
+            if seed not in todo[game]:
+                print(f"atari5.py: {game} seed {seed}: recorded in {record}, kept", flush=True)
+
+        done: list[int] = []
+
+        def finish(seed: int, game: str = game, done: list[int] = done) -> None:
+            # as each seed ends: a stop later in the game loses no finished seed's record
+            score_and_record(out / game / f"s{seed}", episodes, record, game, seed)
+            done.append(seed)
+
+        run_seeds(preset, todo[game], out / game, ["--game", game, *extra], lanes, resume, finish)
+        for seed in (s for s in todo[game] if s not in done):
             run = out / game / f"s{seed}"
-            if finished(run):
-                score(run, episodes)
-                if record is not None and (run / "play.json").is_file():
-                    keep_record(run, record, game, seed)
-                elif record is not None:  # no best.pt to play: not a whole record
-                    print(f"atari5.py: {run}: not scored, not recorded", file=sys.stderr)
+            if finished(run):  # finished before this command: kept, not trained
+                score_and_record(run, episodes, record, game, seed)
             else:  # a play.json of it now would be kept after it goes on
                 print(f"atari5.py: {run}: not finished, not scored", file=sys.stderr)
 
@@ -532,7 +555,9 @@ def main(argv: list[str] | None = None) -> int:
         "--train", action="store_true", help="train and score what --out lacks, then report"
     )
     parser.add_argument(
-        "--report-only", action="store_true", help="train nothing: report the seeds in --out"
+        "--report-only",
+        action="store_true",
+        help="train nothing: report the seeds in --out (and --record)",
     )
     parser.add_argument(
         "--record",
@@ -559,8 +584,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None:
         if not args.runs:
             parser.error("give run directories, or --out with --train or --report-only")
-        if args.train or args.report_only or extra:
-            parser.error("--train, --report-only and train.py's flags go with --out")
+        if args.train or args.report_only or extra or args.record is not None:
+            parser.error("--train, --report-only, --record and train.py's flags go with --out")
         if args.png_dir is not None:
             args.png_dir.mkdir(parents=True, exist_ok=True)
         return report_runs(args.runs, args.png_dir, args.at)

@@ -2,7 +2,8 @@
 matmul throughput (fp32 and bf16) and copy bandwidth, then one update of pong-fast's
 network (``small`` + LayerNorm, 42x42 frames, minibatch 256, channels-last; ``--network
 nature`` atari-84's on 84x84) profiled by operator with torch.profiler, in fp32 and
-under bf16 autocast, and one forward pass to act. Each part's arithmetic is counted from
+under bf16 autocast (on a CPU without bf16 units, where torch emulates it, bf16 is only
+timed), and one forward pass to act. Each part's arithmetic is counted from
 the layers' shapes (a conv's backward is two convs' work: the gradients of its input and
 of its weights; the first conv has no input gradient), so the table says how far each
 part runs from the matmul ceiling; parts with no arithmetic to speak of (LayerNorm, the
@@ -368,12 +369,13 @@ def main() -> None:
             # Emulated bf16: the profiler files its convolutions under other names, and a
             # ceiling of ~1 GFLOP/s puts every part "above" it; the update's time is the fact.
             pqn, batch = learner(True, network), minibatch(network)
+            # an emulated update takes ~0.5 s: 3 windows of 2 tell its order of magnitude
             ms = seconds_per_call(lambda: pqn.step(*batch), 2, 3) * 1e3  # noqa: B023 (called here)
             print(
                 f"\n### one update, bf16: {ms:.1f} ms (profiler off), {ms / fp32_ms:.1f}x the "
                 "fp32 update's time: this CPU has no bf16 units, so torch emulates bf16 (the "
                 f'matmul above: {peak["bf16"]:,.0f} GFLOP/s) and run.precision = "auto" '
-                "takes fp32; no table by part (their ceilings mean nothing here)"
+                "times it slower and takes fp32; no table by part (their ceilings mean nothing)"
             )
             continue
         wall, parts = profile_update(precision == "bf16", args.updates, network)

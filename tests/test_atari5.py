@@ -298,8 +298,10 @@ def fake_training(monkeypatch):
     play.json written."""
     trained, scored = [], []
 
-    def run_seeds(preset, seeds, out, extra, lanes, resume):
-        inspect.signature(seeds_module.run_seeds).bind(preset, seeds, out, extra, lanes, resume)
+    def run_seeds(preset, seeds, out, extra, lanes, resume, on_finished=None):
+        inspect.signature(seeds_module.run_seeds).bind(
+            preset, seeds, out, extra, lanes, resume, on_finished
+        )
         trained.append((preset, list(seeds), out, list(extra), lanes, resume))
         game = out.name
         for seed in seeds:
@@ -308,6 +310,8 @@ def fake_training(monkeypatch):
                 fake_seed(
                     out.parent, game, seed, [100.0 + seed], steps=1000 if stopped else 2_500_000
                 )
+                if not stopped and on_finished is not None:
+                    on_finished(seed)
 
     def score(run_dir, episodes):
         inspect.signature(seeds_module.score).bind(run_dir, episodes)
@@ -362,6 +366,8 @@ def test_train_hands_each_game_and_its_seeds_to_run_seeds_then_scores_them(
         (["--report-only", "--out", "o", "--games", "pong"], "--games: pong: not one of"),
         (["--report-only", "--out", "o", "--seeds", "x"], "--seeds 'x'"),
         (["run", "--report-only"], "go with --out"),
+        (["run", "--record", "r"], "--record and train.py's flags go with --out"),
+        (["--report-only", "--out", "o", "--record", "o"], "--record: a folder of its own"),
         ([], "give run directories, or --out"),
     ],
 )
@@ -403,6 +409,33 @@ def test_a_record_outlives_the_run_directories_and_is_not_trained_again(
     # --report-only reads the record too
     assert atari5.main(["--report-only", "--out", str(fresh), "--record", str(record)]) == 0
     assert table_rows(capsys.readouterr().out) == first
+    # a recorded seed going on again in --out (its summary.json written as it trains) is
+    # reported from the record until that run has finished
+    fake_seed(fresh, "breakout", 0, [999.0], steps=1000)
+    assert atari5.main(["--report-only", "--out", str(fresh), "--record", str(record)]) == 0
+    assert table_rows(capsys.readouterr().out) == first
+    # a record without its play.json is not whole: that seed trains again
+    trained.clear()
+    (record / "qbert" / "s1" / "play.json").unlink()
+    assert atari5.main([*argv, "--out", str(tmp_path / "third"), "--games", "qbert"]) == 0
+    assert [call[1] for call in trained] == [[1, 2]]
+    assert (record / "qbert" / "s1" / "play.json").is_file()
+
+
+def test_a_seed_is_recorded_as_it_finishes_not_when_its_game_ends(
+    tmp_path, monkeypatch, fake_training
+):
+    record = tmp_path / "record"
+    seen = []
+
+    def score(run_dir, episodes):  # at each seed's play, what the record holds by then
+        seen.append(sorted(p.name for p in (record / "breakout").glob("s*")))
+        (run_dir / "play.json").write_text(json.dumps({"mean": 7.0}))
+
+    monkeypatch.setattr(atari5, "score", score)
+    argv = ["--train", "--seeds", "0-2", "--games", "breakout", "--out", str(tmp_path / "out")]
+    assert atari5.main([*argv, "--record", str(record)]) == 0
+    assert seen[:3] == [[], ["s0"], ["s0", "s1"]]
 
 
 def test_a_seed_without_best_pt_to_play_is_not_recorded(

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -255,12 +255,14 @@ def run_seeds(
     extra: Sequence[str] = (),
     lanes: int = 1,
     resume: bool = False,
+    on_finished: Callable[[int], None] | None = None,
 ) -> None:
     """Train every seed not yet finished in ``out/s<seed>``, ``lanes`` at a time, each
     lane pinned to its share of the cores with as many torch threads. A run directory left
     by an unfinished run is refused (its logs would mix with a new run's), or with
     ``resume`` goes on from its checkpoint.pt (train.py --resume in the same directory,
-    whose logs then continue from the checkpoint)."""
+    whose logs then continue from the checkpoint). ``on_finished(seed)`` is called as each
+    seed trained here ends by itself, while the other lanes go on."""
     todo: list[tuple[int, Path | None]] = []  # (seed, the checkpoint it goes on from)
     for seed in seeds:
         run_dir = out / f"s{seed}"
@@ -299,6 +301,8 @@ def run_seeds(
             del running[lane]
             if proc.returncode != 0:
                 print(f"seed {seed}: train.py exited {proc.returncode}", file=sys.stderr)
+            elif on_finished is not None and finished(out / f"s{seed}"):
+                on_finished(seed)
     finally:
         stop_all([proc for proc, _ in running.values()])
 

@@ -198,8 +198,10 @@ def test_run_seeds_trains_each_seed_once_in_its_lane(tmp_path, monkeypatch):
     monkeypatch.setattr(seeds, "train_command", fake_command)
     monkeypatch.setattr(seeds.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(seeds.os, "sched_getaffinity", lambda pid: {0, 1})  # a 2-core machine
-    seeds.run_seeds("pong-fast", [0, 1, 2], tmp_path, ["--frames", "9"], lanes=2)
+    ended = []
+    seeds.run_seeds("pong-fast", [0, 1, 2], tmp_path, ["--frames", "9"], 2, False, ended.append)
     assert sorted(c[1] for c in calls) == [0, 1, 2]
+    assert sorted(ended) == [0, 1, 2], "each seed handed on as it finished"
     assert all(c[0] == "pong-fast" and c[2] == ["--frames", "9"] for c in calls)
     for seed in (0, 1, 2):
         summary = json.loads((tmp_path / f"s{seed}" / "summary.json").read_text())
@@ -207,8 +209,9 @@ def test_run_seeds_trains_each_seed_once_in_its_lane(tmp_path, monkeypatch):
         assert (tmp_path / f"s{seed}.log").is_file()
     # finished seeds are kept, not trained again
     calls.clear()
-    seeds.run_seeds("pong-fast", [0, 1, 2], tmp_path, [], lanes=2)
+    seeds.run_seeds("pong-fast", [0, 1, 2], tmp_path, [], 2, False, ended.append)
     assert calls == []
+    assert len(ended) == 3, "a seed kept, not trained here, is not handed on"
     # a run that did not finish is refused, naming its directory
     (tmp_path / "s3").mkdir()
     with pytest.raises(ValueError, match=r"s3: a run that did not finish"):
