@@ -50,6 +50,18 @@ def score_way(smoothed: float, start: float, stop: float) -> float:
     return min(max((smoothed - start) / (stop - start), 0.0), 1.0)
 
 
+def schedule_score(preset: Preset, smoothed: float | None, greedy: float | None) -> float | None:
+    """The score that PQN's schedules falling with it follow: the smoothed training score,
+    or with ``pqn.follow_greedy``, while the last greedy evaluation's mean (``greedy``) is
+    at or above ``run.stop_reward``, at least the stop reward. The training games lag the
+    agent (each game spans dozens of rollouts, the score averages dozens of games), so a
+    greedy agent that plays the game would keep moving at the rate of one that does not."""
+    stop = preset.run.stop_reward
+    if preset.pqn.follow_greedy and greedy is not None and greedy >= stop:
+        return stop if smoothed is None else max(smoothed, stop)
+    return smoothed
+
+
 def lr_factor(preset: Preset, steps: int, smoothed: float | None) -> float:
     """PQN's learning rate over its start (0..1), two schedules multiplied: linear in
     agent steps to 0 at ``pqn.lr_decay_steps`` (``run.steps`` where that is 0; none without

@@ -253,6 +253,15 @@ class PQNConfig:
         "pqn.updates_at_stop; below run.stop_reward",
         0.0,
     )
+    follow_greedy: bool = doc(
+        "while the last greedy evaluation's mean is at or above run.stop_reward, the "
+        "learning rate and SGD updates that fall with the score (pqn.lr_at_stop, "
+        "pqn.updates_at_stop) take their values at run.stop_reward, however far the "
+        "smoothed training score lags: the greedy agent can play the game well before the "
+        "training games' score says so; an evaluation below it gives them back. Needs "
+        "evaluations (eval.every)",
+        False,
+    )
 
 
 @dataclass(frozen=True)
@@ -556,6 +565,11 @@ def _check_pqn(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [pqn] minibatches = {pqn.minibatches} does not divide a rollout of "
             f"{envs} envs{across} x {pqn.rollout} steps = {envs * pqn.rollout} transitions"
+        )
+    if pqn.follow_greedy and preset.eval.every <= 0:
+        raise ConfigError(
+            f"{source}: [pqn] follow_greedy = true with [eval] every = 0: it follows the "
+            "greedy evaluations' score; set eval.every, or follow_greedy = false"
         )
     # The two PQN schedules that fall with the score (1 = off): field, its start, what falls.
     for key, start_key, what in (

@@ -24,7 +24,13 @@ from atari_speed.agent.learning import Learning, make_learner
 from atari_speed.agent.networks import build_network
 from atari_speed.agent.replay import FrameReplay
 from atari_speed.agent.rollout import RolloutStore
-from atari_speed.agent.schedules import UpdateSchedule, epsilon_at, lr_factor, update_share
+from atari_speed.agent.schedules import (
+    UpdateSchedule,
+    epsilon_at,
+    lr_factor,
+    schedule_score,
+    update_share,
+)
 from atari_speed.core.errors import ConfigError
 from atari_speed.core.timing import Profiler
 from atari_speed.envs.pipeline import resolve_game
@@ -100,7 +106,12 @@ class Run:
     def decay_progress(self) -> float:
         """How far PQN's learning rate has decayed (0..1): it is its start times (1 - this),
         the schedules of ``lr_factor`` (agent steps, and the smoothed training score)."""
-        return 1.0 - lr_factor(self.preset, self.frames, self.tracker.scores.smoothed)
+        return 1.0 - lr_factor(self.preset, self.frames, self.schedule_score())
+
+    def schedule_score(self) -> float | None:
+        """The score PQN's learning rate and updates fall with (``schedule_score``)."""
+        smoothed, greedy = self.tracker.scores.smoothed, self.tracker.record.eval_reward
+        return schedule_score(self.preset, smoothed, greedy)
 
     @property
     def learning_rate(self) -> float:
@@ -199,7 +210,7 @@ class Run:
     def learn(self, source: Replay | RolloutStore) -> None:
         """Learn from what the actors filled: one SGD update on a batch sampled from DQN's
         replay, or PQN's epochs over a full rollout (``Learning.learn``)."""
-        share = update_share(self.preset, self.tracker.scores.smoothed)
+        share = update_share(self.preset, self.schedule_score())
         self.learner.learn(source, self.decay_progress(), self.rng, share)
         if self.average is not None:
             self.average.update(self.learner.net, self.frames)

@@ -150,12 +150,21 @@ def test_a_runs_learning_rate_follows_its_smoothed_score():
 
     preset = load_preset("pong-fast", ["pqn.lr_at_stop=0.2", "pqn.lr_score_from=0.0"])
 
-    def run_at(smoothed):
-        scores = SimpleNamespace(smoothed=smoothed)
-        return SimpleNamespace(preset=preset, frames=0, tracker=SimpleNamespace(scores=scores))
+    def run_at(smoothed, greedy=None, preset=preset):
+        scores, record = SimpleNamespace(smoothed=smoothed), SimpleNamespace(eval_reward=greedy)
+        tracker = SimpleNamespace(scores=scores, record=record)
+        run = SimpleNamespace(preset=preset, frames=0, tracker=tracker)
+        run.schedule_score = lambda: Run.schedule_score(run)
+        return run
 
     assert Run.decay_progress(run_at(None)) == 0.0
     assert Run.decay_progress(run_at(9.0)) == pytest.approx(0.4)
+    # without pqn.follow_greedy a greedy evaluation does not move it
+    assert Run.decay_progress(run_at(9.0, 20.0)) == pytest.approx(0.4)
+    follow = load_preset("pong-fast", ["pqn.lr_at_stop=0.2", "pqn.follow_greedy=true"])
+    assert Run.decay_progress(run_at(9.0, 20.0, follow)) == pytest.approx(0.8)  # at 18's
+    assert Run.decay_progress(run_at(None, 18.0, follow)) == pytest.approx(0.8)
+    assert Run.decay_progress(run_at(9.0, 17.9, follow)) == pytest.approx(0.4)  # below 18
 
 
 def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
@@ -170,17 +179,34 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
     run = SimpleNamespace(
         preset=preset,
         frames=0,
-        tracker=SimpleNamespace(scores=SimpleNamespace(smoothed=9.0)),
+        tracker=SimpleNamespace(
+            scores=SimpleNamespace(smoothed=9.0), record=SimpleNamespace(eval_reward=None)
+        ),
         learner=learner,
         rng="rng",
         average=None,
     )
     run.decay_progress = lambda: Run.decay_progress(run)
+    run.schedule_score = lambda: Run.schedule_score(run)
     Run.learn(run, "rollout")
     ((source, progress, rng, share),) = calls
     assert (source, rng) == ("rollout", "rng")
     assert progress == pytest.approx(0.4) and share == pytest.approx(0.625)
     assert Run.learning_rate.fget(run) == pytest.approx(preset.dqn.learning_rate * 0.6)
+    # with pqn.follow_greedy, a greedy evaluation at 18 gives the updates their share at 18
+    run.preset = load_preset("pong-fast", [*overrides, "pqn.follow_greedy=true"])
+    run.tracker.record.eval_reward = 19.0
+    calls.clear()
+    Run.learn(run, "rollout")
+    ((_, progress, _, share),) = calls
+    assert progress == pytest.approx(0.8) and share == pytest.approx(0.25)
+
+
+def test_following_the_greedy_score_needs_evaluations():
+    from atari_speed.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"follow_greedy = true with \[eval\] every = 0"):
+        load_preset("pong-fast", ["pqn.follow_greedy=true", "eval.every=0"])
 
 
 def test_per_actor_fixed_epsilons():
