@@ -300,6 +300,7 @@ def warn_not_sticky(run: Path, summary: dict) -> None:
 
 
 # What the seeds' report reads of a run: a finished, scored seed recorded with them is whole.
+# play.json last: keep_record writes it last, so its presence means the rest is there.
 RECORD_FILES = ("summary.json", "scores.csv", "play.json")
 
 
@@ -318,7 +319,7 @@ def keep_record(run: Path, record: Path, game: str, seed: int) -> None:
     kept = record / game / f"s{seed}"
     kept.mkdir(parents=True, exist_ok=True)
     (kept / "play.json").unlink(missing_ok=True)
-    for name in (*(n for n in RECORD_FILES if n != "play.json"), "play.json"):
+    for name in RECORD_FILES:
         write_text_atomic(kept / name, (run / name).read_text())
 
 
