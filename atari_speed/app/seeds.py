@@ -10,6 +10,7 @@ to its own cores); minutes are agent steps over an FPS measured with the machine
 
 from __future__ import annotations
 
+import csv
 import errno
 import fcntl
 import json
@@ -22,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +59,11 @@ class SeedResult:
     # the evaluations' share of the run's CPU from the first on (summary.json's
     # eval_cpu_share); None without an evaluation or from a version before the field
     eval_share: float | None = None
+    # the training games that ended from the greedy solve on (scores.csv): how many, and
+    # their mean score. How fast the smoothed score climbs to the stop reward after the
+    # greedy solve is their level and count; None without a greedy solve or a scores.csv
+    games_after: int | None = None
+    level_after: float | None = None
 
     @property
     def solve_frames(self) -> float:
@@ -102,7 +109,23 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
         stop=f"{summary['preset']['run']['stop_reward']:g}",
         greedy_low=min(after) if after else None,
         eval_share=summary.get("eval_cpu_share"),
+        **games_from(run_dir / "scores.csv", greedy),
     )
+
+
+def games_from(path: Path, frames: int | None) -> dict[str, Any]:
+    """``games_after`` and ``level_after``: the games in scores.csv (its second column is
+    the agent steps at which each ended) from ``frames`` on, and their mean score; None
+    for both without ``frames``, the file or a game."""
+    none = {"games_after": None, "level_after": None}
+    if frames is None or not path.is_file():
+        return none
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))[1:]
+    scores = [float(row[2]) for row in rows if len(row) >= 3 and int(row[1]) >= frames]
+    if not scores:
+        return none
+    return {"games_after": len(scores), "level_after": float(np.mean(scores))}
 
 
 def finished(run_dir: Path) -> bool:
@@ -167,7 +190,8 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
     stop = results[0].stop
     levels = (*LEVELS, stop)
     head = [f"steps to {lv}" for lv in levels] + [f"min to {lv}" for lv in levels]
-    head += ["greedy solve", "greedy low after", "greedy to book's", "FPS", "best smoothed"]
+    head += ["greedy solve", "greedy low after", "games after (mean)", "greedy to book's"]
+    head += ["FPS", "best smoothed"]
     head += ["eval CPU", "play.py"]
     lines = ["| seed | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
 
@@ -184,16 +208,18 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         gap_cell = "" if gap is None else _frames(gap, r.frames - (r.greedy_frames or 0))
         best = "" if r.best_smoothed is None else f"{r.best_smoothed:+.1f}"
         play = "" if r.play is None else f"{r.play:.1f}"
-        rest = [greedy, low, gap_cell, f"{r.fps:,.0f}", best, _share(r.eval_share), play]
+        after = "" if r.level_after is None else f"{r.games_after} ({r.level_after:+.1f})"
+        rest = [greedy, low, after, gap_cell, f"{r.fps:,.0f}", best, _share(r.eval_share), play]
         lines.append(f"| {r.seed} | " + cells(frames, fps, rest, r.frames) + " |")
     fps = fps_alone or float(np.median([r.fps for r in results]))
     plays = [r.play for r in results if r.play is not None]
     lows = [r.greedy_low for r in results if r.greedy_low is not None]
+    levels_after = [r.level_after for r in results if r.level_after is not None]
     gaps = [g for g in map(greedy_gap, results) if g is not None]
     shares = [r.eval_share for r in results if r.eval_share is not None]
     for name, pick in (("median", median), ("worst", max)):
         frames = [pick([level_frames(r, lv) for r in results]) for lv in levels]
-        play = low = gap = ""
+        play = low = gap = after = ""
         share = _share(pick(shares)) if shares else ""
         if plays:
             play = f"{(float(np.median(plays)) if name == 'median' else min(plays)):.1f}"
@@ -201,7 +227,10 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
             low = f"{(float(np.median(lows)) if name == 'median' else min(lows)):+.1f}"
         if gaps:
             gap = _frames(pick(gaps))
-        rest = ["", low, gap, "", "", share, play]
+        if levels_after:
+            level = float(np.median(levels_after)) if name == "median" else min(levels_after)
+            after = f"({level:+.1f})"
+        rest = ["", low, after, gap, "", "", share, play]
         lines.append(f"| **{name}** | " + cells(frames, fps, rest, None) + " |")
     solved = sum(r.solved for r in results)
     clock = f"{fps_alone:,.0f} FPS measured alone" if fps_alone else "each run's own FPS"
@@ -211,7 +240,10 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         "Steps are agent steps summed over the envs (times the frame skip: emulator "
         f"frames); minutes are steps over {clock}. Greedy solve: the first evaluation "
         "(a snapshot's greedy games) whose mean reached the stop reward; greedy low after: "
-        "the lowest evaluation from it on (did the agent stay solved?); greedy to book's: "
+        "the lowest evaluation from it on (did the agent stay solved?); games after: the "
+        "training games that ended from it on and their mean score (the smoothed score climbs "
+        "to the stop reward at their level, one game per game's length in agent steps; "
+        "evaluations at epsilon 0 play a few distinct games); greedy to book's: "
         "steps from it to the training score's solve. eval CPU: the evaluations' share of the "
         "run's CPU from the first on (the last one's counted whole: a run that ends soon "
         "after one reads above eval.max_cpu_share). play.py: best.pt's mean over greedy games.",

@@ -123,11 +123,30 @@ def test_stability_columns_say_whether_the_greedy_agent_stayed_solved(tmp_path, 
     assert [r.greedy_low for r in results] == [12.5, 20.0, 12.5]
     rows = {line.split("|")[1].strip(): line for line in table(results).splitlines() if "|" in line}
     cells = {k: [c.strip() for c in v.split("|")] for k, v in rows.items()}
-    assert cells["0"][9:11] == ["+12.5", "0.30M"]
-    assert cells["1"][9:11] == ["+20.0", "0.10M"]
-    assert cells["2"][9:11] == ["+12.5", "not by 0.40M"]  # greedy solved, training did not
-    assert cells["**worst**"][9:11] == ["+12.5", "not solved"]
-    assert cells["**median**"][9:11] == ["+12.5", "0.30M"]
+    assert [cells["0"][i] for i in (9, 11)] == ["+12.5", "0.30M"]
+    assert [cells["1"][i] for i in (9, 11)] == ["+20.0", "0.10M"]
+    assert [cells["2"][i] for i in (9, 11)] == ["+12.5", "not by 0.40M"]  # training did not
+    assert [cells["**worst**"][i] for i in (9, 11)] == ["+12.5", "not solved"]
+    assert [cells["**median**"][i] for i in (9, 11)] == ["+12.5", "0.30M"]
+
+
+def test_games_after_the_greedy_solve_are_counted_with_their_mean(tmp_path):
+    reached = {"0": 400_000, "18": 900_000}
+    for seed, greedy in ((0, 600_000), (1, 800_000), (2, None)):
+        path = fake_run(tmp_path / f"s{seed}", seed, reached, 900_000, True, greedy=greedy)
+        games = [(550_000, 20), (600_000, 4), (700_000, 21), (800_000, 14), (900_000, 19)]
+        rows = "".join(f"{f / 1000:.0f},{f},{score},0\n" for f, score in games)
+        (path / "scores.csv").write_text("seconds,steps,score,smoothed\n" + rows)
+    results = [read_result(s, tmp_path / f"s{s}") for s in range(3)]
+    # from the greedy solve on, the game that ended at its very step included
+    assert (results[0].games_after, results[0].level_after) == (4, 14.5)
+    assert (results[1].games_after, results[1].level_after) == (2, 16.5)
+    assert (results[2].games_after, results[2].level_after) == (None, None)  # no greedy solve
+    lines = table(results).splitlines()
+    column = [c.strip() for c in lines[0].split("|")].index("games after (mean)")
+    cells = {ln.split("|")[1].strip(): ln.split("|")[column].strip() for ln in lines if "|" in ln}
+    assert (cells["0"], cells["1"], cells["2"]) == ("4 (+14.5)", "2 (+16.5)", "")
+    assert cells["**worst**"] == "(+14.5)" and cells["**median**"] == "(+15.5)"
 
 
 def test_the_evaluations_cpu_share_has_a_column_whose_worst_is_the_largest(tmp_path):
