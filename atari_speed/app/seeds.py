@@ -120,9 +120,15 @@ def games_from(path: Path, frames: int | None) -> dict[str, Any]:
     none = {"games_after": None, "level_after": None}
     if frames is None or not path.is_file():
         return none
+    scores = []
     with path.open(newline="") as f:
-        rows = list(csv.reader(f))[1:]
-    scores = [float(row[2]) for row in rows if len(row) >= 3 and int(row[1]) >= frames]
+        for row in list(csv.reader(f))[1:]:
+            try:
+                ended, score = int(row[1]), float(row[2])
+            except (IndexError, ValueError):  # a line cut short by a killed run
+                continue
+            if ended >= frames:
+                scores.append(score)
     if not scores:
         return none
     return {"games_after": len(scores), "level_after": float(np.mean(scores))}

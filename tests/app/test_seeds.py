@@ -136,7 +136,8 @@ def test_games_after_the_greedy_solve_are_counted_with_their_mean(tmp_path):
         path = fake_run(tmp_path / f"s{seed}", seed, reached, 900_000, True, greedy=greedy)
         games = [(550_000, 20), (600_000, 4), (700_000, 21), (800_000, 14), (900_000, 19)]
         rows = "".join(f"{f / 1000:.0f},{f},{score},0\n" for f, score in games)
-        (path / "scores.csv").write_text("seconds,steps,score,smoothed\n" + rows)
+        cut = "1000,900000," if seed == 0 else ""  # a last line cut short by a killed run
+        (path / "scores.csv").write_text("seconds,steps,score,smoothed\n" + rows + cut)
     results = [read_result(s, tmp_path / f"s{s}") for s in range(3)]
     # from the greedy solve on, the game that ended at its very step included
     assert (results[0].games_after, results[0].level_after) == (4, 14.5)
