@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -130,11 +129,17 @@ SCORE_COLUMNS = ("seconds", "steps", "score", "smoothed")  # scores.csv's, in or
 def read_scores(run_dir: Path) -> np.ndarray:
     """A run's scores.csv as an array, one row a game, columns ``SCORE_COLUMNS`` (agent
     steps; runs of earlier versions head that column ``frames``, with the same count);
-    shape (0, 4) before its first game."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # a header alone: no game yet
-        data = np.loadtxt(run_dir / "scores.csv", delimiter=",", skiprows=1, ndmin=2)
-    return data.reshape(-1, len(SCORE_COLUMNS))
+    shape (0, 4) before its first game. A line cut short (a run killed as it wrote it) is
+    left out."""
+    rows = []
+    for line in (run_dir / "scores.csv").read_text().splitlines()[1:]:
+        try:
+            row = [float(cell) for cell in line.split(",")]
+        except ValueError:  # an empty cell: the line was cut short
+            continue
+        if len(row) == len(SCORE_COLUMNS):
+            rows.append(row)
+    return np.array(rows, dtype=float).reshape(-1, len(SCORE_COLUMNS))
 
 
 def save_figure(fig: Any, path: Path) -> None:

@@ -10,7 +10,6 @@ to its own cores); minutes are agent steps over an FPS measured with the machine
 
 from __future__ import annotations
 
-import csv
 import errno
 import fcntl
 import json
@@ -27,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from atari_speed.app.ablation import plot_scores
+from atari_speed.app.ablation import plot_scores, read_scores
 from atari_speed.core.errors import ConfigError
 from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.lock import LOCK_FILE, NO_FLOCK, RunDirLock
@@ -109,29 +108,22 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
         stop=f"{summary['preset']['run']['stop_reward']:g}",
         greedy_low=min(after) if after else None,
         eval_share=summary.get("eval_cpu_share"),
-        **games_from(run_dir / "scores.csv", greedy),
+        **games_from(run_dir, greedy),
     )
 
 
-def games_from(path: Path, frames: int | None) -> dict[str, Any]:
-    """``games_after`` and ``level_after``: the games in scores.csv (its second column is
-    the agent steps at which each ended) from ``frames`` on, and their mean score; None
-    for both without ``frames``, the file or a game."""
+def games_from(run_dir: Path, frames: int | None) -> dict[str, Any]:
+    """``games_after`` and ``level_after``: the games in the run's scores.csv that ended
+    from agent step ``frames`` on, and their mean score; None for both without ``frames``,
+    the file or a game."""
     none = {"games_after": None, "level_after": None}
-    if frames is None or not path.is_file():
+    if frames is None or not (run_dir / "scores.csv").is_file():
         return none
-    scores = []
-    with path.open(newline="") as f:
-        for row in list(csv.reader(f))[1:]:
-            try:
-                ended, score = int(row[1]), float(row[2])
-            except (IndexError, ValueError):  # a line cut short by a killed run
-                continue
-            if ended >= frames:
-                scores.append(score)
-    if not scores:
+    games = read_scores(run_dir)
+    scores = games[games[:, 1] >= frames, 2]
+    if not len(scores):
         return none
-    return {"games_after": len(scores), "level_after": float(np.mean(scores))}
+    return {"games_after": len(scores), "level_after": float(scores.mean())}
 
 
 def finished(run_dir: Path) -> bool:
@@ -181,6 +173,11 @@ def _share(share: float | None) -> str:
     return "" if share is None else f"{share:.1%}"
 
 
+def _score_pick(scores: list[float], name: str) -> float:
+    """The median of scores, or for the worst row the lowest (a score's worst is its least)."""
+    return float(np.median(scores)) if name == "median" else min(scores)
+
+
 def _minutes(frames: float, fps: float | None) -> str:
     return "" if math.isinf(frames) or not fps else f"{frames / fps / 60:.1f}"
 
@@ -228,14 +225,13 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         play = low = gap = after = ""
         share = _share(pick(shares)) if shares else ""
         if plays:
-            play = f"{(float(np.median(plays)) if name == 'median' else min(plays)):.1f}"
+            play = f"{_score_pick(plays, name):.1f}"
         if lows:
-            low = f"{(float(np.median(lows)) if name == 'median' else min(lows)):+.1f}"
+            low = f"{_score_pick(lows, name):+.1f}"
         if gaps:
             gap = _frames(pick(gaps))
         if levels_after:
-            level = float(np.median(levels_after)) if name == "median" else min(levels_after)
-            after = f"({level:+.1f})"
+            after = f"({_score_pick(levels_after, name):+.1f})"
         rest = ["", low, after, gap, "", "", share, play]
         lines.append(f"| **{name}** | " + cells(frames, fps, rest, None) + " |")
     solved = sum(r.solved for r in results)

@@ -197,3 +197,6 @@ def test_read_scores_gives_one_row_a_game_in_the_file_columns(tmp_path):
     with (tmp_path / "scores.csv").open("a") as f:
         f.write("1.5,128,-21,-21.0\n2.5,384,-19,-20.96\n")
     assert read_scores(tmp_path).tolist() == [[1.5, 128, -21, -21.0], [2.5, 384, -19, -20.96]]
+    with (tmp_path / "scores.csv").open("a") as f:
+        f.write("3.5,640,")  # a run killed as it wrote its next line
+    assert read_scores(tmp_path).tolist() == [[1.5, 128, -21, -21.0], [2.5, 384, -19, -20.96]]
