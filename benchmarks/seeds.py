@@ -7,6 +7,7 @@ seed's curve against agent steps.
     uv run benchmarks/seeds.py --preset pong-fast --seeds 0-4 --lanes 2 --out runs/nd \\
         -- --steps 1000000 --set pqn.lr_decay_steps=3000000   # screening: two at once
     uv run benchmarks/seeds.py --seeds 0-4 --out runs/nd --report-only --fps-alone 1500
+    uv run benchmarks/seeds.py --seeds 0-4 --out runs/nd --report-only --against runs/base
 
 Arguments after ``--`` go to every train.py run. Seeds already finished in ``--out``
 are kept, so the command can be run again after a stop; with ``--resume`` a seed stopped
@@ -45,6 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--title", help="the table's and the plot's title")
     parser.add_argument(
+        "--against",
+        type=Path,
+        help="another set's --out (a recipe it is compared with): the seeds both have, side "
+        "by side, with the agent step where their games parted ways",
+    )
+    parser.add_argument(
         "--report-only", action="store_true", help="train and play nothing: report the runs"
     )
     parser.add_argument(
@@ -68,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
                 for seed in seeds:
                     score(args.out / f"s{seed}", args.episodes)
         title = args.title or f"{args.preset} {' '.join(extra)}".strip()
-        text, _ = report(seeds, args.out, title, args.fps_alone)
+        if args.against is not None and not args.against.is_dir():
+            raise ValueError(f"--against {args.against}: no such directory")
+        text, _ = report(seeds, args.out, title, args.fps_alone, args.against)
     except ValueError as err:
         sys.exit(f"seeds.py: {err}")
     except KeyboardInterrupt:  # Ctrl-C: the runs were stopped (run_seeds), their checkpoints kept

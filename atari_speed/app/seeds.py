@@ -253,6 +253,81 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def parted_at(run_dir: Path, other_dir: Path) -> tuple[bool, int] | None:
+    """Where two runs' training games part ways: (True, the agent step at which the first
+    game that differs, in score or in the step it ended, ended in the earlier run), or
+    (False, the shorter run's last game's step) where every game of the shorter is the
+    other's; None where either has no game. Runs of one seed on one thread follow the same
+    path until a change acts, so this says where a lever started to matter."""
+    paths = [d / "scores.csv" for d in (run_dir, other_dir)]
+    if not all(p.is_file() for p in paths):
+        return None
+    a, b = (read_scores(d)[:, 1:3] for d in (run_dir, other_dir))
+    n = min(len(a), len(b))
+    if n == 0:
+        return None
+    differ = np.flatnonzero((a[:n] != b[:n]).any(axis=1))
+    if len(differ):
+        i = differ[0]
+        return True, int(min(a[i, 0], b[i, 0]))
+    return False, int(a[n - 1, 0])
+
+
+def compare_table(results: list[SeedResult], others: list[SeedResult], name: str) -> str:
+    """Markdown: each seed's agent steps to -15, 0, the greedy solve and the stop reward in
+    this set and in ``name``'s (``this / other``), where their games parted ways, then the
+    median and the worst of each; seeds missing from either set are left out."""
+    by_seed = {r.seed: r for r in others}
+    pairs = [(r, by_seed[r.seed]) for r in results if r.seed in by_seed]
+    if not pairs:
+        return f"no seed of this set is in {name}\n"
+    stop = pairs[0][0].stop
+    levels = (*LEVELS, "greedy", stop)
+    head = ["steps to -15", "to 0", "greedy solve", f"to {stop}", "best smoothed", "parted at"]
+    lines = ["| seed | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
+
+    def steps(r: SeedResult, level: str) -> float:
+        if level == "greedy":
+            return math.inf if r.greedy_frames is None else float(r.greedy_frames)
+        return level_frames(r, level)
+
+    def pair(this: float, other: float, ran: tuple[int | None, int | None]) -> str:
+        return f"{_frames(this, ran[0])} / {_frames(other, ran[1])}"
+
+    for this, other in pairs:
+        cells = [
+            pair(steps(this, lv), steps(other, lv), (this.frames, other.frames)) for lv in levels
+        ]
+        best = [
+            f"{r.best_smoothed:+.1f}" if r.best_smoothed is not None else "-" for r in (this, other)
+        ]
+        parted = parted_at(Path(this.run_dir), Path(other.run_dir))
+        where = "" if parted is None else _frames(parted[1])
+        if parted is not None and not parted[0]:
+            where = f"same to {where}"
+        cells += [" / ".join(best), where]
+        lines.append(f"| {this.seed} | " + " | ".join(cells) + " |")
+    for label, pick in (("median", median), ("worst", max)):
+        cells = [
+            pair(
+                pick([steps(t, lv) for t, _ in pairs]),
+                pick([steps(o, lv) for _, o in pairs]),
+                (None, None),
+            )
+            for lv in levels
+        ]
+        lines.append(f"| **{label}** | " + " | ".join([*cells, "", ""]) + " |")
+    solved = [sum(t.solved for t, _ in pairs), sum(o.solved for _, o in pairs)]
+    lines += [
+        "",
+        f"This set / {name}: {solved[0]} / {solved[1]} of {len(pairs)} seeds solved. Agent "
+        "steps; the greedy solve is the first evaluation whose mean reached the stop reward. "
+        "Parted at: the agent step at which the two runs' training games first differ (runs of "
+        "one seed on one thread are the same until a change acts).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def plot(results: list[SeedResult], title: str, path: Path) -> None:
     """Every seed's smoothed training score against agent steps, with the stop reward."""
     runs = [(f"seed {r.seed}", Path(r.run_dir)) for r in results]
@@ -470,11 +545,19 @@ def score(run_dir: Path, episodes: int) -> float | None:
 
 
 def report(
-    seeds: Sequence[int], out: Path, title: str, fps_alone: float | None = None
+    seeds: Sequence[int],
+    out: Path,
+    title: str,
+    fps_alone: float | None = None,
+    against: Path | None = None,
 ) -> tuple[str, list[SeedResult]]:
-    """The table of the seeds in ``out``, written with the plot and the data beside them."""
+    """The table of the seeds in ``out``, written with the plot and the data beside them;
+    with ``against`` (another set's directory), the seeds both have, side by side."""
     results = [read_result(s, out / f"s{s}") for s in seeds]
     text = f"# {title}\n\n" + table(results, fps_alone)
+    if against is not None:
+        others = [read_result(s, against / f"s{s}") for s in seeds if (against / f"s{s}").is_dir()]
+        text += f"\n## Against {against}\n\n" + compare_table(results, others, str(against))
     write_text_atomic(out / "seeds.md", text)
     data = {"title": title, "fps_alone": fps_alone, "seeds": [asdict(r) for r in results]}
     write_text_atomic(out / "seeds.json", json.dumps(data, indent=2))

@@ -161,6 +161,41 @@ def test_the_evaluations_cpu_share_has_a_column_whose_worst_is_the_largest(tmp_p
     assert cells["**worst**"] == "15.1%" and cells["**median**"] == "9.1%"
 
 
+def write_games(path, games):
+    rows = "".join(f"{f / 1000:.0f},{f},{score},0\n" for f, score in games)
+    (path / "scores.csv").write_text("seconds,steps,score,smoothed\n" + rows)
+
+
+def test_against_another_set_pairs_the_seeds_and_says_where_their_games_parted(tmp_path):
+    base, lever = tmp_path / "base", tmp_path / "lever"
+    shared = [(100_000, -21), (200_000, -15)]
+    # seed 0: the lever's games part at the third (same step, another score); seed 1: the
+    # same games as far as the shorter ran; seed 2 is in the base set only
+    for seed, solve, games in ((0, 900_000, [(300_000, 5)]), (1, 1_100_000, [(300_000, 2)])):
+        path = fake_run(base / f"s{seed}", seed, {"-15": 200_000, "18": solve}, solve, True)
+        write_games(path, shared + games)
+    fake_run(base / "s2", 2, {"-15": 200_000}, 1_500_000, False)
+    path = fake_run(lever / "s0", 0, {"-15": 200_000, "18": 700_000}, 700_000, True, greedy=500_000)
+    write_games(path, [*shared, (300_000, 9), (400_000, 20)])
+    path = fake_run(lever / "s1", 1, {"-15": 200_000}, 1_500_000, False)
+    write_games(path, [*shared, (300_000, 2), (500_000, 3)])
+    text, _ = report([0, 1, 2], base, "base", against=lever)
+    compared = text.split("## Against")[1]
+    rows = {
+        ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]]
+        for ln in compared.splitlines()
+        if ln.startswith("| ")
+    }
+    assert "2" not in rows  # not in the other set
+    assert rows["0"][0] == "0.20M / 0.20M" and rows["0"][2] == "not by 0.90M / 0.50M"
+    assert rows["0"][3] == "0.90M / 0.70M" and rows["0"][-1] == "0.30M"
+    assert rows["1"][3] == "1.10M / not by 1.50M" and rows["1"][-1] == "same to 0.30M"
+    assert rows["**worst**"][3] == "1.10M / not solved"
+    assert rows["**median**"][3] == "1.00M / not solved"
+    assert "2 / 1 of 2 seeds solved" in compared
+    assert seeds_module.parted_at(base / "s2", lever / "s0") == (True, 1000)  # s2: fake_run's game
+
+
 def test_fps_alone_sets_the_minutes(tmp_path):
     fake_run(tmp_path / "s0", 0, {"18": 1_200_000}, 1_200_000, True, fps=300.0)
     slow = table([read_result(0, tmp_path / "s0")])
