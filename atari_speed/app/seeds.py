@@ -178,6 +178,14 @@ def _score_pick(scores: list[float], name: str) -> float:
     return float(np.median(scores)) if name == "median" else min(scores)
 
 
+def _best(smoothed: float | None, missing: str) -> str:
+    """The best smoothed score to a tenth, rounded down: an unsolved run's 17.95 reads
+    +17.9, not the +18.0 it did not reach."""
+    return (
+        missing if smoothed is None else f"{math.floor(smoothed * 10 + 1e-9) / 10:+.1f}"
+    )  # 1e-9: 0.3 * 10 < 3
+
+
 def _minutes(frames: float, fps: float | None) -> str:
     return "" if math.isinf(frames) or not fps else f"{frames / fps / 60:.1f}"
 
@@ -209,7 +217,7 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         low = "" if r.greedy_low is None else f"{r.greedy_low:+.1f}"
         gap = greedy_gap(r)
         gap_cell = "" if gap is None else _frames(gap, r.frames - (r.greedy_frames or 0))
-        best = "" if r.best_smoothed is None else f"{r.best_smoothed:+.1f}"
+        best = _best(r.best_smoothed, "")
         play = "" if r.play is None else f"{r.play:.1f}"
         after = "" if r.level_after is None else f"{r.games_after} ({r.level_after:+.1f})"
         rest = [greedy, low, after, gap_cell, f"{r.fps:,.0f}", best, _share(r.eval_share), play]
@@ -298,9 +306,7 @@ def compare_table(results: list[SeedResult], others: list[SeedResult], name: str
         cells = [
             pair(steps(this, lv), steps(other, lv), (this.frames, other.frames)) for lv in levels
         ]
-        best = [
-            f"{r.best_smoothed:+.1f}" if r.best_smoothed is not None else "-" for r in (this, other)
-        ]
+        best = [_best(r.best_smoothed, "-") for r in (this, other)]
         parted = parted_at(Path(this.run_dir), Path(other.run_dir))
         where = "" if parted is None else _frames(parted[1])
         if parted is not None and not parted[0]:

@@ -196,6 +196,11 @@ def test_against_another_set_pairs_the_seeds_and_says_where_their_games_parted(t
     assert seeds_module.parted_at(base / "s2", lever / "s0") == (True, 1000)  # s2: fake_run's game
 
 
+def test_the_best_smoothed_score_is_never_rounded_up_to_a_solve():
+    cells = [seeds_module._best(x, "") for x in (17.95, 18.2, 0.3, -20.21, None)]
+    assert cells == ["+17.9", "+18.2", "+0.3", "-20.3", ""]
+
+
 def test_fps_alone_sets_the_minutes(tmp_path):
     fake_run(tmp_path / "s0", 0, {"18": 1_200_000}, 1_200_000, True, fps=300.0)
     slow = table([read_result(0, tmp_path / "s0")])
