@@ -139,7 +139,9 @@ def test_worker_exception_is_raised_naming_the_worker():
             step_envs(envs, buf, first)
 
         subproc.step_envs = broken  # where the worker looks it up; forked workers inherit it
-        env = make_vector_env("book", "pong", 2, backend="subprocess", start_method="fork")
+        env = make_vector_env(
+            "book", "pong", 2, backend="subprocess", start_method="fork", num_workers=2
+        )
         env.reset(seed=0)
         match = r"env worker 1 failed during step: ValueError: emulator on fire"
         with pytest.raises(WorkerError, match=match):
@@ -159,7 +161,9 @@ def test_hung_worker_times_out():
         from atari_speed import WorkerError, make_vector_env
 
         subproc.step_envs = lambda envs, buf, first: time.sleep(60)
-        env = make_vector_env("book", "pong", 2, backend="subprocess", start_method="fork")
+        env = make_vector_env(
+            "book", "pong", 2, backend="subprocess", start_method="fork", num_workers=2
+        )
         env.reset(seed=0)  # under the default timeout: a loaded machine starts workers slowly
         env.timeout = 1.0  # the step sleeps 60 s, so only the timeout can end it
         with pytest.raises(WorkerError, match=r"gave no answer to step in 1 s"):
@@ -230,7 +234,9 @@ def test_bad_backend_and_env_count():
 
 @pytest.mark.parametrize("backend", ["sync", "subprocess"])
 def test_profile_times_each_stage_where_the_envs_run(backend):
-    venv = make_vector_env("book", "pong", 2, backend=backend, seed=0, profile=True)
+    # two workers whatever the cores (one CPU would make one): the reports name both
+    workers = {"num_workers": 2} if backend == "subprocess" else {}
+    venv = make_vector_env("book", "pong", 2, backend=backend, seed=0, profile=True, **workers)
     try:
         for _ in range(10):
             venv.step(np.zeros(2, dtype=np.int64))
