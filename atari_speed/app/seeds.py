@@ -181,9 +181,9 @@ def _score_pick(scores: list[float], name: str) -> float:
 def _best(smoothed: float | None, missing: str) -> str:
     """The best smoothed score to a tenth, rounded down: an unsolved run's 17.95 reads
     +17.9, not the +18.0 it did not reach."""
-    return (
-        missing if smoothed is None else f"{math.floor(smoothed * 10 + 1e-9) / 10:+.1f}"
-    )  # 1e-9: 0.3 * 10 < 3
+    if smoothed is None:
+        return missing
+    return f"{math.floor(smoothed * 10 + 1e-9) / 10:+.1f}"  # 1e-9: a tenth stored a hair under
 
 
 def _minutes(frames: float, fps: float | None) -> str:
