@@ -187,7 +187,15 @@ class DQNConfig:
     learning_rate: float = doc(
         "the optimizer's learning rate (Adam; PQN's: pqn.optimizer)", 1e-4, low=0.0, high=1.0
     )
-    adam_eps: float = doc("Adam epsilon", 1e-8, low=0.0, high=1.0)
+    adam_eps: float = doc(
+        "Adam's (and RAdam's) epsilon, added to the root of each weight's running mean squared "
+        "gradient: a weight whose gradients are well below it steps less than the learning "
+        "rate, where with a tiny epsilon every weight steps about the learning rate however "
+        "small its gradients have become",
+        1e-8,
+        low=0.0,
+        high=1.0,
+    )
     gamma: float = doc("discount", 0.99, low=0.0, high=1.0)
     batch_size: int = doc("transitions per SGD update (never scaled by envs)", 32, low=1)
     train_every: int = doc("agent steps per SGD update: the update-to-data ratio", 1, low=1)
