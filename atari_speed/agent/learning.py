@@ -27,11 +27,17 @@ class Learning(Protocol):
     updates: int  # SGD updates made so far, resumed ones included
 
     def learn(
-        self, source: Any, progress: float, rng: np.random.Generator, share: float = 1.0
+        self,
+        source: Any,
+        progress: float,
+        rng: np.random.Generator,
+        share: float = 1.0,
+        eps: float | None = None,
     ) -> None:
         """Learn from ``source`` (DQN: the replay; PQN: a full rollout), drawing samples
         from ``rng``; ``progress`` (0..1) sets a decaying learning rate, ``share`` (0..1)
-        the part of a rollout's updates PQN makes."""
+        the part of a rollout's updates PQN makes, ``eps`` PQN's Adam epsilon (None: as
+        it is)."""
 
     def pop_loss(self) -> float | None:
         """Mean loss since the last call (one host sync, at log time only)."""

@@ -117,15 +117,19 @@ class QLambdaLearner:
         progress: float,
         rng: np.random.Generator,
         share: float = 1.0,
+        eps: float | None = None,
     ) -> None:
         """Train on a full rollout (``finish``ed: its ``next_obs`` set); ``progress`` (0..1,
-        how far the learning rate has decayed: ``schedules.lr_factor``) sets it, and
-        ``share`` how many of the epochs x minibatches updates are made
-        (``schedules.update_share``)."""
+        how far the learning rate has decayed: ``schedules.lr_factor``) sets it, ``share``
+        how many of the epochs x minibatches updates are made
+        (``schedules.update_share``), and ``eps`` the optimizer's epsilon
+        (``schedules.adam_eps``; None: as it is)."""
         with self.prof.section("returns"):
             returns = torch.from_numpy(self.targets(rollout).reshape(-1))
         for group in self.optimizer.param_groups:
             group["lr"] = self.cfg.learning_rate * max(1.0 - progress, 0.0)
+            if eps is not None:
+                group["eps"] = eps
         # The whole rollout crosses to the device once (a no-op on a CPU), not once per
         # minibatch: on a GPU, 64 small copies a rollout cost more than the updates.
         with self.prof.section("host-to-device copy"):

@@ -77,6 +77,17 @@ def lr_factor(preset: Preset, steps: int, smoothed: float | None) -> float:
     )
 
 
+def adam_eps(preset: Preset, smoothed: float | None) -> float:
+    """PQN's Adam epsilon: ``dqn.adam_eps``, or with ``pqn.adam_eps_at_stop`` set, linear
+    in the smoothed training score from it at ``pqn.lr_score_from`` to
+    ``adam_eps_at_stop`` at ``run.stop_reward``, both ways, over the learning rate's fall."""
+    start, at_stop = preset.dqn.adam_eps, preset.pqn.adam_eps_at_stop
+    if at_stop <= 0 or smoothed is None:
+        return start
+    way = score_way(smoothed, preset.pqn.lr_score_from, preset.run.stop_reward)
+    return start + way * (at_stop - start)
+
+
 def update_share(preset: Preset, smoothed: float | None) -> float:
     """The share of PQN's ``epochs`` x ``minibatches`` updates a rollout gets (0..1): linear
     in the smoothed training score from 1 at ``pqn.updates_score_from`` to

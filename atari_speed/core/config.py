@@ -246,6 +246,16 @@ class PQNConfig:
         "pqn.lr_at_stop; below run.stop_reward",
         0.0,
     )
+    adam_eps_at_stop: float = doc(
+        "Adam's epsilon rises with the smoothed training score over the learning rate's "
+        "fall (pqn.lr_score_from to run.stop_reward), linearly from dqn.adam_eps to this, "
+        "both ways: late in a run the gradients are small, and a tiny epsilon lets "
+        "every weight keep stepping about the learning rate on noise, where the take-off "
+        "needs it tiny; 0 = the score does not set it",
+        0.0,
+        low=0.0,
+        high=1.0,
+    )
     updates_at_stop: float = doc(
         "the SGD updates per rollout fall linearly with the smoothed training score, as the "
         "learning rate does: from pqn.epochs x pqn.minibatches at pqn.updates_score_from to "
@@ -592,6 +602,14 @@ def _check_pqn(source: str, preset: Preset) -> None:
                 run.stop_reward,
                 what,
             )
+    if pqn.adam_eps_at_stop > 0:
+        _check_score_fall(
+            source,
+            ("pqn", "adam_eps_at_stop", pqn.adam_eps_at_stop),
+            ("lr_score_from", pqn.lr_score_from),
+            run.stop_reward,
+            "Adam's epsilon rises",
+        )
 
 
 def _check_score_fall(

@@ -26,6 +26,7 @@ from atari_speed.agent.replay import FrameReplay
 from atari_speed.agent.rollout import RolloutStore
 from atari_speed.agent.schedules import (
     UpdateSchedule,
+    adam_eps,
     epsilon_at,
     lr_factor,
     schedule_score,
@@ -210,8 +211,10 @@ class Run:
     def learn(self, source: Replay | RolloutStore) -> None:
         """Learn from what the actors filled: one SGD update on a batch sampled from DQN's
         replay, or PQN's epochs over a full rollout (``Learning.learn``)."""
-        share = update_share(self.preset, self.schedule_score())
-        self.learner.learn(source, self.decay_progress(), self.rng, share)
+        score = self.schedule_score()
+        share = update_share(self.preset, score)
+        eps = adam_eps(self.preset, score)
+        self.learner.learn(source, self.decay_progress(), self.rng, share, eps)
         if self.average is not None:
             self.average.update(self.learner.net, self.frames)
 

@@ -276,6 +276,27 @@ def test_learning_rate_follows_the_decay_given_and_is_never_negative(progress, l
     assert pqn.optimizer.param_groups[0]["lr"] == pytest.approx(lr)
 
 
+def test_the_epsilon_given_is_the_optimizers_and_a_large_one_damps_the_steps():
+    # which epsilon the score sets is schedules.adam_eps's (tests/agent/test_schedules.py)
+    rollout = filled_rollout()
+    start = [p.detach().clone() for p in learner().net.parameters()]
+    moved = {}
+    for eps in (None, 1e-8, 10.0):
+        # Adam: RAdam's first few steps do not divide by the gradients' root at all
+        pqn = learner(epochs=1, minibatches=1, optimizer="adam")
+        pqn.learn(rollout, 0.0, np.random.default_rng(0), eps=eps)
+        expected = pqn.cfg.adam_eps if eps is None else eps
+        assert pqn.optimizer.param_groups[0]["eps"] == expected
+        moved[eps] = max(
+            (p.detach() - p0).abs().max().item()
+            for p, p0 in zip(pqn.net.parameters(), start, strict=True)
+        )
+    # the same first step with the constructor's epsilon (1e-8); one far above the
+    # gradients' size moves every weight far less than the learning rate
+    assert moved[None] == pytest.approx(moved[1e-8])
+    assert moved[10.0] < moved[1e-8] / 10
+
+
 def test_the_update_phases_are_timed_under_their_report_names():
     pqn = learner(epochs=2, minibatches=4)
     pqn.prof = Profiler(enabled=True)

@@ -9,6 +9,7 @@ from atari_speed.agent.schedules import (
     RolloutSchedule,
     UpdateSchedule,
     actor_epsilon,
+    adam_eps,
     epsilon_at,
     lr_factor,
     update_schedule,
@@ -172,7 +173,12 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
 
     from atari_speed.run.session import Run
 
-    overrides = ["pqn.lr_at_stop=0.2", "pqn.updates_at_stop=0.25", "pqn.updates_score_from=0.0"]
+    overrides = [
+        "pqn.lr_at_stop=0.2",
+        "pqn.updates_at_stop=0.25",
+        "pqn.updates_score_from=0.0",
+        "pqn.adam_eps_at_stop=1e-5",
+    ]
     preset = load_preset("pong-fast", overrides)
     calls = []
     learner = SimpleNamespace(learn=lambda *args: calls.append(args))
@@ -189,17 +195,19 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
     run.decay_progress = lambda: Run.decay_progress(run)
     run.schedule_score = lambda: Run.schedule_score(run)
     Run.learn(run, "rollout")
-    ((source, progress, rng, share),) = calls
+    ((source, progress, rng, share, eps),) = calls
     assert (source, rng) == ("rollout", "rng")
     assert progress == pytest.approx(0.4) and share == pytest.approx(0.625)
+    assert eps == pytest.approx(adam_eps(preset, 9.0)) and eps > preset.dqn.adam_eps
     assert Run.learning_rate.fget(run) == pytest.approx(preset.dqn.learning_rate * 0.6)
     # with pqn.follow_greedy, a greedy evaluation at 18 gives the updates their share at 18
     run.preset = load_preset("pong-fast", [*overrides, "pqn.follow_greedy=true"])
     run.tracker.record.eval_reward = 19.0
     calls.clear()
     Run.learn(run, "rollout")
-    ((_, progress, _, share),) = calls
+    ((_, progress, _, share, eps),) = calls
     assert progress == pytest.approx(0.8) and share == pytest.approx(0.25)
+    assert eps == pytest.approx(1e-5)
 
 
 def test_following_the_greedy_score_needs_evaluations():
@@ -307,6 +315,22 @@ def test_the_update_share_follows_the_smoothed_score_like_the_learning_rate():
         load_preset("atari-fast", ["pqn.updates_at_stop=0.5"])
     with pytest.raises(ConfigError, match=r"updates_score_from = 18 is not below"):
         load_preset("pong-fast", ["pqn.updates_at_stop=0.5", "pqn.updates_score_from=18.0"])
+
+
+def test_adams_epsilon_rises_with_the_smoothed_score_over_the_learning_rates_fall():
+    preset = load_preset("pong-fast", ["run.stop_reward=18.0", "pqn.adam_eps_at_stop=1e-5"])
+    start = preset.dqn.adam_eps
+    assert adam_eps(preset, None) == start  # no game yet
+    assert adam_eps(preset, -20.0) == start  # below pqn.lr_score_from (0)
+    assert adam_eps(preset, 9.0) == pytest.approx((start + 1e-5) / 2)  # half way
+    assert adam_eps(preset, 30.0) == pytest.approx(1e-5)  # never past its value at stop
+    assert adam_eps(preset, 4.5) < adam_eps(preset, 9.0)  # and back down as the score falls
+    off = load_preset("pong-fast", ["dqn.adam_eps=1e-6"])
+    assert adam_eps(off, 17.0) == 1e-6  # 0: the score does not set it
+    from atari_speed.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"adam_eps_at_stop = 1e-05 with \[run\] stop_reward"):
+        load_preset("atari-fast", ["pqn.adam_eps_at_stop=1e-5"])
 
 
 def test_a_rollout_schedule_draws_a_shuffle_per_epoch_as_it_begins():
