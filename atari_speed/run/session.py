@@ -255,7 +255,8 @@ class Run:
         if self.frames >= self.next_log:
             self.next_log = self.frames + run.log_every
             self.tracker.log(self.epsilon, self.learner.pop_loss(), buffer_fill)
-            self.tracker.log_pace(self.learning_rate, self.learner.updates)
+            eps = adam_eps(self.preset, self.schedule_score())
+            self.tracker.log_pace(self.learning_rate, self.learner.updates, eps)
             if self.prof.enabled:
                 self.tracker.log_profile("", self.prof.report())
         if self.frames >= self.next_checkpoint:

@@ -221,14 +221,16 @@ class Tracker:
         if self.record.learning_from is None:
             self.record.learning_from = (self.seconds, self.frames)
 
-    def log_pace(self, learning_rate: float, updates: int) -> None:
-        """TensorBoard's view of the schedules that follow the score: the learning rate now
-        and the SGD updates made so far (their slope over agent steps is the update-to-data
-        ratio, which ``pqn.updates_at_stop`` lowers)."""
+    def log_pace(self, learning_rate: float, updates: int, adam_eps: float) -> None:
+        """TensorBoard's view of the schedules that follow the score: the learning rate now,
+        the SGD updates made so far (their slope over agent steps is the update-to-data
+        ratio, which ``pqn.updates_at_stop`` lowers) and the optimizer's epsilon
+        (``pqn.adam_eps_at_stop`` raises it)."""
         if self.held:
             return
         self.writer.add_scalar("train/learning_rate", learning_rate, self.frames)
         self.writer.add_scalar("train/sgd_updates", updates, self.frames)
+        self.writer.add_scalar("train/adam_eps", adam_eps, self.frames)
 
     def log(self, epsilon: float, loss: float | None, buffer_fill: float) -> None:
         """TensorBoard scalars, the progress bar's figures and summary.json, now."""

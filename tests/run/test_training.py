@@ -93,6 +93,8 @@ def test_nenv_mode_end_to_end(nenv_run):
     assert len(updates) > 2 and all(u.value == max(u.step - 200, 0) // 3 for u in updates)
     rate = s["preset"]["dqn"]["learning_rate"]
     assert all(e.value == pytest.approx(rate) for e in events.Scalars("train/learning_rate"))
+    eps = s["preset"]["dqn"]["adam_eps"]
+    assert all(e.value == pytest.approx(eps) for e in events.Scalars("train/adam_eps"))
     # Loads with weights_only=True: tensors and plain containers only.
     torch.load(nenv_run / "checkpoint.pt", weights_only=True)
 
