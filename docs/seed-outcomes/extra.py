@@ -6,21 +6,7 @@ sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(_
 with contextlib.redirect_stdout(io.StringIO()):
     import analyze as A
 rr = A.runs(False)
-presets = (
-    "zen5-32x4",
-    "zen5-64",
-    "xeon-64",
-    "zen3-64-z",
-    "zen3-64-v",
-    "zen3-5seeds",
-    "zen3-4epochs",
-    "xeon-4epochs",
-    "xeon-base",
-    "h100-preset",
-    "xeon-e64-lr5s",
-    "xeon-upd12",
-    "zen3-upd12",
-)
+presets = A.presets  # the presets of their day, one list for both scripts
 groups = {
     "presets": [x for x in rr if x[0]["id"] in presets],
     "screens": [x for x in rr if x[0]["id"] not in presets],
