@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         "--against",
         type=Path,
         help="another set's --out (a recipe it is compared with): the seeds both have, side "
-        "by side, with the agent step where their games parted ways",
+        "by side, with the agent step where their games parted ways; then every finished run "
+        "of each set pooled, with the rank-sum test's p per milestone",
     )
     parser.add_argument(
         "--report-only", action="store_true", help="train and play nothing: report the runs"

@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -295,9 +296,7 @@ def compare_table(results: list[SeedResult], others: list[SeedResult], name: str
     lines = ["| seed | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
 
     def steps(r: SeedResult, level: str) -> float:
-        if level == "greedy":
-            return math.inf if r.greedy_frames is None else float(r.greedy_frames)
-        return level_frames(r, level)
+        return _milestone(r, level, math.inf)
 
     def pair(this: float, other: float, ran: tuple[int | None, int | None]) -> str:
         return f"{_frames(this, ran[0])} / {_frames(other, ran[1])}"
@@ -332,6 +331,97 @@ def compare_table(results: list[SeedResult], others: list[SeedResult], name: str
         "one seed on one thread are the same until a change acts).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def read_set(directory: Path) -> tuple[list[SeedResult], list[str]]:
+    """Every finished run of a set's directory (its ``s<seed>`` with a summary.json), by
+    seed, and the names of those not finished (still running, or stopped part way)."""
+    runs, unfinished = [], []
+    for path in sorted(directory.glob("s*")):
+        if not (path.name[1:].isdigit() and (path / "summary.json").is_file()):
+            continue
+        if finished(path):
+            runs.append(read_result(int(path.name[1:]), path))
+        else:
+            unfinished.append(str(path))
+    return sorted(runs, key=lambda r: r.seed), unfinished
+
+
+def midranks(values: Sequence[float]) -> np.ndarray:
+    """Ranks from 1, ties (infinite values among them) sharing their mean rank."""
+    _, inverse, counts = np.unique(np.asarray(values), return_inverse=True, return_counts=True)
+    top = np.cumsum(counts)  # the highest rank of each distinct value
+    return (top - (counts - 1) / 2.0)[inverse]
+
+
+def rank_sum_p(first: Sequence[float], second: Sequence[float], draws: int = 20_000) -> float:
+    """One-sided p of the rank-sum (Mann-Whitney) test that ``first``'s values are smaller:
+    the share of the ways to split the pooled values into groups of these sizes whose first
+    group's rank sum is at most the observed one. Exact over every split where there are at
+    most ``draws`` of them, else over ``draws`` random splits (seeded: the same p each time)."""
+    ranks = midranks([*first, *second])
+    k, n = len(first), len(ranks)
+    observed = ranks[:k].sum() + 1e-9  # a hair over: equal sums count, as they should
+    if math.comb(n, k) <= draws:
+        picks = np.array(list(combinations(range(n), k)), dtype=np.intp).reshape(-1, k)
+    else:
+        picks = np.random.default_rng(0).permuted(np.tile(np.arange(n), (draws, 1)), axis=1)
+    sums = ranks[picks[:, :k]].sum(axis=1)
+    return float((sums <= observed).mean())
+
+
+def pooled_table(
+    results: list[SeedResult], others: list[SeedResult], name: str, left_out: Sequence[str] = ()
+) -> str:
+    """Markdown: every finished run of this set against every one of ``name``'s, whatever
+    their seeds, as two samples: per milestone (-15, 0, the greedy solve, the stop
+    reward) how many runs reached it by a common cap, the median, and the one-sided
+    rank-sum p each way. The cap is the fewest agent steps an unsolved run of either set
+    ran, so a set with a shorter budget is not counted as slower past it."""
+    if not results or not others:
+        return f"no finished run in this set or in {name}\n"
+    unsolved = [r.frames for r in (*results, *others) if not r.solved]
+    cap = min(unsolved) if unsolved else math.inf
+    stop = results[0].stop
+    head = ["this set: reached", "median", f"{name}: reached", "median"]
+    head += ["p, this set earlier", "p, this set later"]
+    lines = ["| milestone | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
+    for level, label in (
+        *((lv, f"smoothed {lv}") for lv in LEVELS),
+        ("greedy", "greedy solve"),
+        (stop, f"smoothed {stop} (solved)"),
+    ):
+        this, other = ([_milestone(r, level, cap) for r in runs] for runs in (results, others))
+        cells = []
+        for values in (this, other):
+            cells += [f"{sum(map(math.isfinite, values))} of {len(values)}"]
+            cells += [_frames(median(values))]
+        cells += [f"{rank_sum_p(this, other):.3f}", f"{rank_sum_p(other, this):.3f}"]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    by = "no cap: every run solved" if math.isinf(cap) else f"by {cap / 1e6:.2f}M agent steps"
+    seeds = [", ".join(str(r.seed) for r in runs) for runs in (results, others)]
+    lines += [
+        "",
+        f"Reached: runs that reached the milestone {by}, the shortest budget of an unsolved "
+        f"run (this set's seeds {seeds[0]}; {name}'s {seeds[1]}). A run's outcome is a draw "
+        "that its seed number does not carry from one recipe to another (docs/seed-outcomes), "
+        "so the sets are two samples, not pairs: p is the one-sided rank-sum test's over the "
+        "pooled runs (exact), those not there by the cap tied as the slowest; a small p in "
+        "the first column says this set gets there earlier than chance would explain.",
+    ]
+    if left_out:
+        lines.append(f"Not finished, left out: {', '.join(left_out)}.")
+    return "\n".join(lines) + "\n"
+
+
+def _milestone(result: SeedResult, level: str, cap: float) -> float:
+    """Agent steps to ``level`` (a smoothed score, or "greedy": the greedy solve);
+    infinite where not reached by ``cap``."""
+    if level == "greedy":
+        steps = math.inf if result.greedy_frames is None else float(result.greedy_frames)
+    else:
+        steps = level_frames(result, level)
+    return steps if steps <= cap else math.inf
 
 
 def plot(results: list[SeedResult], title: str, path: Path) -> None:
@@ -564,6 +654,11 @@ def report(
     if against is not None:
         others = [read_result(s, against / f"s{s}") for s in seeds if (against / f"s{s}").is_dir()]
         text += f"\n## Against {against}\n\n" + compare_table(results, others, str(against))
+        mine = [r for r in results if finished(Path(r.run_dir))]
+        theirs, unfinished = read_set(against)
+        unfinished += [r.run_dir for r in results if r not in mine]
+        text += f"\n## Pooled against {against}\n\n"
+        text += pooled_table(mine, theirs, str(against), unfinished)
     write_text_atomic(out / "seeds.md", text)
     data = {"title": title, "fps_alone": fps_alone, "seeds": [asdict(r) for r in results]}
     write_text_atomic(out / "seeds.json", json.dumps(data, indent=2))

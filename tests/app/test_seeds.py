@@ -20,7 +20,9 @@ from atari_speed.app.seeds import (
     lane_cores,
     lock_log,
     median,
+    midranks,
     parse_seeds,
+    rank_sum_p,
     read_result,
     report,
     table,
@@ -41,6 +43,7 @@ def fake_run(
     evaluations=(),
     old=False,
     eval_share=None,
+    budget=1_500_000,
 ):
     """A run directory; ``old``: its summary.json as earlier versions wrote it, saying
     frames (run.frames, solved_at_frames, ...) for agent steps."""
@@ -56,7 +59,7 @@ def fake_run(
         f"eval_solved_at_{steps}": greedy,
         "evaluations": [{steps: f, "reward": r} for f, r in evaluations],
         "reached": {k: {steps: f, "seconds": f / fps} for k, f in reached.items()},
-        "preset": {"run": {"stop_reward": 18.0, steps: 1_500_000, "seconds": 0.0}},
+        "preset": {"run": {"stop_reward": 18.0, steps: budget, "seconds": 0.0}},
     }
     if eval_share is not None:
         summary["eval_cpu_share"] = eval_share
@@ -180,7 +183,7 @@ def test_against_another_set_pairs_the_seeds_and_says_where_their_games_parted(t
     path = fake_run(lever / "s1", 1, {"-15": 200_000}, 1_500_000, False)
     write_games(path, [*shared, (300_000, 2), (500_000, 3)])
     text, _ = report([0, 1, 2], base, "base", against=lever)
-    compared = text.split("## Against")[1]
+    compared = text.split("## Against")[1].split("## Pooled")[0]
     rows = {
         ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]]
         for ln in compared.splitlines()
@@ -194,6 +197,53 @@ def test_against_another_set_pairs_the_seeds_and_says_where_their_games_parted(t
     assert rows["**median**"][3] == "1.00M / not solved"
     assert "2 / 1 of 2 seeds solved" in compared
     assert seeds_module.parted_at(base / "s2", lever / "s0") == (True, 1000)  # s2: fake_run's game
+
+
+def test_midranks_share_ties_and_count_unsolved_as_the_slowest():
+    ranks = midranks([0.5, math.inf, 0.2, 0.5, math.inf])
+    assert ranks.tolist() == [2.5, 4.5, 1.0, 2.5, 4.5]
+
+
+def test_the_rank_sum_p_counts_the_splits_at_least_as_extreme():
+    # 2 runs against 2: of the 6 ways to split the four, one puts both fastest first
+    assert rank_sum_p([1.0, 2.0], [3.0, 4.0]) == pytest.approx(1 / 6)
+    assert rank_sum_p([3.0, 4.0], [1.0, 2.0]) == 1.0
+    assert rank_sum_p([1.0, 3.0], [2.0, 4.0]) == pytest.approx(2 / 6)  # sums 3 and 4 of 3..7
+    # every run unsolved by the cap: nothing to tell the sets apart
+    assert rank_sum_p([math.inf] * 3, [math.inf] * 4) == 1.0
+    # 10 against 10 has 184,756 splits: drawn, seeded, so the same p each time
+    fast, slow = [float(i) for i in range(10)], [float(i) for i in range(10, 20)]
+    assert rank_sum_p(fast, slow) == rank_sum_p(fast, slow) < 0.001
+    assert rank_sum_p(slow, fast) == 1.0
+
+
+def test_pooled_against_another_set_takes_every_run_to_a_common_cap(tmp_path):
+    base, lever = tmp_path / "base", tmp_path / "lever"
+    full = {"-15": 300_000, "0": 500_000}
+    # the base set, budget 1.5M: seeds 0-3, one solved after the lever's 1.0M cap
+    for seed, solve in ((0, 800_000), (1, 900_000), (2, 1_200_000)):
+        fake_run(base / f"s{seed}", seed, {**full, "18": solve}, solve, True)
+    fake_run(base / "s3", 3, {"-15": 600_000}, 1_500_000, False)
+    fake_run(base / "s9", 9, {}, 400_000, False)  # stopped part way: not finished
+    # the lever, budget 1.0M, other seeds: all reach 0 sooner, one does not solve by its cap
+    for seed, solve in ((5, 600_000), (6, 650_000)):
+        fake_run(lever / f"s{seed}", seed, {"-15": 200_000, "0": 300_000, "18": solve}, solve, True)
+    fake_run(lever / "s7", 7, {"-15": 200_000, "0": 350_000}, 1_000_000, False, budget=1_000_000)
+    text, _ = report([5, 6, 7], lever, "lever", against=base)
+    pooled = text.split("## Pooled")[1]
+    rows = {
+        ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]]
+        for ln in pooled.splitlines()
+        if ln.startswith("| ")
+    }
+    assert "by 1.00M agent steps" in pooled  # the lever's unsolved run's budget
+    assert rows["smoothed 0"][:4] == ["3 of 3", "0.30M", "3 of 4", "0.50M"]
+    # base's seed 2 solved at 1.2M: past the cap, so not reached
+    assert rows["smoothed 18 (solved)"][:4] == ["2 of 3", "0.65M", "2 of 4", "not solved"]
+    # to 0: the lever's three runs are the three fastest of seven: 1 split in 35
+    assert float(rows["smoothed 0"][4]) == pytest.approx(1 / 35, abs=5e-4)
+    assert float(rows["smoothed 0"][5]) == 1.0
+    assert "base/s9" in pooled.split("Not finished, left out:")[1]
 
 
 def test_the_best_smoothed_score_is_never_rounded_up_to_a_solve():
