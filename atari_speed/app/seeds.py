@@ -64,6 +64,9 @@ class SeedResult:
     # greedy solve is their level and count; None without a greedy solve or a scores.csv
     games_after: int | None = None
     level_after: float | None = None
+    # the agent steps the run was given (run.steps): where an unsolved run would have
+    # stopped; None from a summary without it
+    budget: int | None = None
 
     @property
     def solve_frames(self) -> float:
@@ -109,6 +112,7 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
         stop=f"{summary['preset']['run']['stop_reward']:g}",
         greedy_low=min(after) if after else None,
         eval_share=summary.get("eval_cpu_share"),
+        budget=summary_steps(summary["preset"]["run"]),
         **games_from(run_dir, greedy),
     )
 
@@ -376,12 +380,12 @@ def pooled_table(
     """Markdown: every finished run of this set against every one of ``name``'s, whatever
     their seeds, as two samples: per milestone (-15, 0, the greedy solve, the stop
     reward) how many runs reached it by a common cap, the median, and the one-sided
-    rank-sum p each way. The cap is the fewest agent steps an unsolved run of either set
-    ran, so a set with a shorter budget is not counted as slower past it."""
+    rank-sum p each way. The cap is the fewest agent steps of any run's budget (or of where
+    an unsolved one ended): every run is seen to there, so a set with a shorter budget is
+    not counted as slower past it, nor a longer one as faster."""
     if not results or not others:
         return f"no finished run in this set or in {name}\n"
-    unsolved = [r.frames for r in (*results, *others) if not r.solved]
-    cap = min(unsolved) if unsolved else math.inf
+    cap = min(_horizon(r) for r in (*results, *others))
     stop = results[0].stop
     head = ["this set: reached", "median", f"{name}: reached", "median"]
     head += ["p, this set earlier", "p, this set later"]
@@ -398,20 +402,29 @@ def pooled_table(
             cells += [_frames(median(values))]
         cells += [f"{rank_sum_p(this, other):.3f}", f"{rank_sum_p(other, this):.3f}"]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    by = "no cap: every run solved" if math.isinf(cap) else f"by {cap / 1e6:.2f}M agent steps"
+    by = "(no cap)" if math.isinf(cap) else f"by {cap / 1e6:.2f}M agent steps"
     seeds = [", ".join(str(r.seed) for r in runs) for runs in (results, others)]
     lines += [
         "",
-        f"Reached: runs that reached the milestone {by}, the shortest budget of an unsolved "
-        f"run (this set's seeds {seeds[0]}; {name}'s {seeds[1]}). A run's outcome is a draw "
-        "that its seed number does not carry from one recipe to another (docs/seed-outcomes), "
-        "so the sets are two samples, not pairs: p is the one-sided rank-sum test's over the "
-        "pooled runs (exact), those not there by the cap tied as the slowest; a small p in "
+        f"Reached: runs that reached the milestone {by}, the shortest budget of a run (or "
+        f"where an unsolved one ended; this set's seeds {seeds[0]}; {name}'s {seeds[1]}). "
+        "A run's outcome is a draw that its seed number does not carry from one recipe to "
+        "another (docs/seed-outcomes), so the sets are two samples, not pairs: p is the "
+        "one-sided rank-sum test's over the pooled runs (exact where the splits are few, "
+        "else 20,000 drawn), those not there by the cap tied as the slowest; a small p in "
         "the first column says this set gets there earlier than chance would explain.",
     ]
     if left_out:
         lines.append(f"Not finished, left out: {', '.join(left_out)}.")
     return "\n".join(lines) + "\n"
+
+
+def _horizon(result: SeedResult) -> float:
+    """How far a run's milestones are known: where an unsolved run ended; for a solved
+    one, its budget (had it not solved it would have stopped there), else no limit."""
+    if not result.solved:
+        return float(result.frames)
+    return math.inf if result.budget is None else float(result.budget)
 
 
 def _milestone(result: SeedResult, level: str, cap: float) -> float:

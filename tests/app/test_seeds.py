@@ -244,6 +244,13 @@ def test_pooled_against_another_set_takes_every_run_to_a_common_cap(tmp_path):
     assert float(rows["smoothed 0"][4]) == pytest.approx(1 / 35, abs=5e-4)
     assert float(rows["smoothed 0"][5]) == 1.0
     assert "base/s9" in pooled.split("Not finished, left out:")[1]
+    # a set whose every run solved within its 1.0M budget still caps the other set there:
+    # had one not solved, it would have been seen only to 1.0M
+    quick = tmp_path / "quick"
+    for seed in (5, 6):
+        fake_run(quick / f"s{seed}", seed, {"18": 700_000}, 700_000, True, budget=1_000_000)
+    text, _ = report([5, 6], quick, "quick", against=base)
+    assert "by 1.00M agent steps" in text.split("## Pooled")[1]
 
 
 def test_the_best_smoothed_score_is_never_rounded_up_to_a_solve():
