@@ -119,13 +119,9 @@ def open_env(checkpoint: Checkpoint, path: Path, args: argparse.Namespace) -> gy
     the checkpoint's network."""
     from atari_speed.envs.pipeline import make_env
 
-    env = make_env(args.pipeline or checkpoint.pipeline, checkpoint.game)
-    cap = frame_cap(args)
-    if cap is not None:
-        # The emulator itself then ends the game, as truncated, so every stage (episodic
-        # life, the game recorder) sees an ordinary game end. ALE reads this setting when
-        # the ROM loads, which the first, seeded reset does.
-        env.unwrapped.ale.setInt("max_num_frames_per_episode", cap)
+    env = make_env(
+        args.pipeline or checkpoint.pipeline, checkpoint.game, max_frames=frame_cap(args)
+    )
     env.reset(seed=args.seed)
     env.action_space.seed(args.seed)
     check_fits(env, checkpoint, path)

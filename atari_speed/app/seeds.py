@@ -260,8 +260,9 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         "to the stop reward at their level, one game per game's length in agent steps; "
         "evaluations at epsilon 0 play a few distinct games); greedy to book's: "
         "steps from it to the training score's solve. eval CPU: the evaluations' share of the "
-        "run's CPU from the first on (the last one's counted whole: a run that ends soon "
-        "after one reads above eval.max_cpu_share). play.py: best.pt's mean over greedy games.",
+        "run's CPU from the first on (the first always plays, so a run that ends soon after "
+        "it reads above eval.max_cpu_share; eval.at_end's final one is left out). play.py: "
+        "best.pt's mean over greedy games.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -347,9 +347,10 @@ class EvalConfig:
         -1000.0,
     )
     max_cpu_share: float = doc(
-        "the most of the run's CPU that evaluations may take: the next one starts eval.every "
-        "agent steps after the last began, and not before the run has used the last one's "
-        "CPU seconds / this share since it began. The run's CPU is this process's (the "
+        "the most of the run's CPU, from the first evaluation on, that evaluations may take: "
+        "the next one starts eval.every agent steps after the last began, and not before "
+        "their CPU so far and its own (guessed at the last one's) fit this share of the "
+        "run's CPU since the first began. The run's CPU is this process's (the "
         "learner, ALE's threads, the games; not the subprocess backend's workers or parallel "
         "mode's actors, local or Ray, so there evaluations come less often than the share "
         "allows); an evaluation's is its games' thread's. 1 = every eval.every agent steps, "
@@ -357,6 +358,22 @@ class EvalConfig:
         1.0,
         low=0.01,
         high=1.0,
+    )
+    max_frames: int = doc(
+        "a game's most emulator frames in an evaluation, after which it ends, scored as it "
+        "stands (0 = the emulator's 108,000): a greedy agent caught in an endless rally "
+        "(Pong without sticky actions) otherwise plays every game to 108,000",
+        0,
+        low=0,
+    )
+    at_end: bool = doc(
+        "when the run ends by itself (solved, out of agent steps or of time; not Ctrl-C, "
+        "SIGTERM or an error), wait for the evaluation in progress, then evaluate the final "
+        "weights unless one just did: best.pt is then the best of every evaluation, the last "
+        "weights' included. It comes after the solve and the budget, so it delays no figure "
+        "of the run, and eval_cpu_share leaves it out. Needs evaluations (eval.every) and "
+        "eval.from_reward reached",
+        False,
     )
     average_steps: int = doc(
         "0 = evaluations play the weights as they are; else an exponential moving average "

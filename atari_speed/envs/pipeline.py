@@ -333,15 +333,21 @@ def make_env(
     seed: int | None = None,
     *,
     tap: Callable[[gym.Env, str], gym.Env] | None = None,
+    max_frames: int | None = None,
 ) -> gym.Env:
     """Build one env: emulator, then the pipeline's stages, with whole-game statistics.
 
     When a game ends, that step's ``info["episode"]`` holds ``r`` (unclipped score of
     the whole game, across lives), ``l`` (agent steps) and ``frames`` (emulator frames).
     ``tap`` is for profiling: it wraps the emulator and each stage (see ``timing``).
+    ``max_frames``: a game's most emulator frames, after which the emulator ends it as
+    truncated, so every stage sees an ordinary game end (None: MAX_EPISODE_FRAMES). ALE
+    reads it when the ROM loads, which the first, seeded reset does.
     """
     resolved = resolve_pipeline(pipeline)
     emulator = make_emulator(game, resolved["repeat_action_probability"])
+    if max_frames is not None:
+        emulator.unwrapped.ale.setInt("max_num_frames_per_episode", max_frames)
     recorder = w.GameRecorder(emulator)
     env = w.AgentStepCounter(build_stages(recorder, resolved["stages"], tap), recorder)
     env.pipeline = resolved  # type: ignore[attr-defined]

@@ -33,19 +33,27 @@ def evaluating(ev: EvalConfig, best_smoothed: float | None) -> bool:
 
 
 def eval_cpu_allows(evaluations: list[dict[str, Any]], share: float, run_cpu: float) -> bool:
-    """Whether the run's CPU time (``run_cpu``) has gone far enough past the last
-    evaluation's start for the next to keep evaluations within ``share`` of it
-    (``eval.max_cpu_share``): the last one's games' CPU over the run's since it began."""
-    last = evaluations[-1] if evaluations else None
-    if share >= 1.0 or last is None or last.get("run_cpu_seconds") is None:
+    """Whether the next evaluation fits ``share`` (``eval.max_cpu_share``) of the run's
+    CPU: the evaluations' games' CPU so far, and the next one's at the last one's cost,
+    within ``share`` of the run's CPU time (``run_cpu``, now) since the first began. The
+    first waits for nothing; it is where the share is counted from."""
+    timed = [e for e in evaluations if e.get("run_cpu_seconds") is not None]
+    if share >= 1.0 or not timed:
         return True
-    return run_cpu - last["run_cpu_seconds"] >= last["cpu_seconds"] / share
+    spent = sum(e["cpu_seconds"] for e in timed)
+    return spent + timed[-1]["cpu_seconds"] <= share * (run_cpu - timed[0]["run_cpu_seconds"])
 
 
 def eval_cpu_share(evaluations: list[dict[str, Any]], run_cpu: float) -> float | None:
     """The evaluations' games' CPU over the run's CPU time (``run_cpu``, now) from the
-    first evaluation on; None before there is one that recorded when it began."""
+    first evaluation on; None before there is one that recorded when it began. The
+    final one (``eval.at_end``), played after the run had ended, is left out, and so is
+    the run's CPU from when it began."""
     timed = [e for e in evaluations if e.get("run_cpu_seconds") is not None]
+    final = [e["run_cpu_seconds"] for e in timed if e.get("final")]
+    if final:
+        run_cpu = min(run_cpu, final[0])
+        timed = [e for e in timed if not e.get("final")]
     if not timed or run_cpu <= timed[0]["run_cpu_seconds"]:
         return None
     spent = sum(e["cpu_seconds"] for e in timed)
@@ -112,7 +120,12 @@ class Evaluation:
             envs: list[gym.Env] = []
             try:
                 envs = [
-                    make_env(plan.pipeline, plan.preset.env.game, seed=seed + i)
+                    make_env(
+                        plan.pipeline,
+                        plan.preset.env.game,
+                        seed=seed + i,
+                        max_frames=ev.max_frames or None,
+                    )
                     for i in range(ev.episodes)
                 ]
                 rng = np.random.default_rng(seed)
@@ -137,6 +150,12 @@ class Evaluation:
         if self.error is not None:
             raise self.error
         return float(np.mean(self.scores)) if self.scores else float("nan")
+
+    def wait(self) -> None:
+        """Until the games are over. A short join at a time, so that Ctrl-C and SIGTERM
+        (raised in the main thread between two) still end the run."""
+        while self.thread.is_alive():
+            self.thread.join(timeout=0.5)
 
     def cancel(self) -> None:
         self.stop.set()

@@ -274,9 +274,8 @@ class Run:
 
     def _evaluate(self) -> None:
         ev = self.preset.eval
-        ready = evaluating(ev, self.tracker.scores.best_smoothed)
         if (
-            ready
+            evaluating(ev, self.tracker.scores.best_smoothed)
             and self.frames >= self.next_eval
             and self.evaluation is None
             and eval_cpu_allows(
@@ -284,24 +283,53 @@ class Run:
             )
         ):
             self.next_eval = self.frames + ev.every
-            weights = (
-                self.learner.net.state_dict() if self.average is None else self.average.weights
-            )
-            self.evaluation = Evaluation(
-                self.plan, weights, self.frames, self.tracker.seconds, self.tracker.cpu_seconds
-            )
+            self._start_evaluation()
         if self.evaluation is not None and self.evaluation.finished():
-            evaluation, self.evaluation = self.evaluation, None
-            best = self.tracker.evaluated(
-                evaluation.result(),
-                evaluation.frames,
-                evaluation.seconds,
-                evaluation.cpu_seconds,
-                evaluation.scores,
-                evaluation.run_cpu_seconds,
-            )
-            if best:
-                self.checkpoint("best.pt", weights_only=True, net_state=evaluation.net_state)
+            self._record_evaluation()
+
+    def _start_evaluation(self) -> None:
+        weights = self.learner.net.state_dict() if self.average is None else self.average.weights
+        self.evaluation = Evaluation(
+            self.plan, weights, self.frames, self.tracker.seconds, self.tracker.cpu_seconds
+        )
+
+    def _record_evaluation(self, final: bool = False) -> None:
+        evaluation, self.evaluation = self.evaluation, None
+        assert evaluation is not None
+        best = self.tracker.evaluated(
+            evaluation.result(),
+            evaluation.frames,
+            evaluation.seconds,
+            evaluation.cpu_seconds,
+            evaluation.scores,
+            evaluation.run_cpu_seconds,
+            final=final,
+        )
+        if best:
+            self.checkpoint("best.pt", weights_only=True, net_state=evaluation.net_state)
+
+    def final_evaluation(self) -> None:
+        """``eval.at_end``: once the loop has ended by itself, the evaluation in progress
+        is waited for and recorded, then the final weights are evaluated, unless that one
+        was of them; best.pt follows as ever. Ctrl-C or SIGTERM while it plays ends the run
+        as they always do (the games are cancelled by ``finish``)."""
+        ev = self.preset.eval
+        if not (ev.at_end and evaluating(ev, self.tracker.scores.best_smoothed)):
+            return
+        if self.evaluation is not None:
+            self.evaluation.wait()
+            self._record_evaluation()
+        evaluations = self.tracker.record.evaluations
+        if evaluations and evaluations[-1]["steps"] == self.frames:
+            return
+        self._start_evaluation()
+        assert self.evaluation is not None
+        self.tracker.say(
+            f"final evaluation: {ev.episodes} game{'s' * (ev.episodes != 1)} of the weights "
+            f"at agent step {self.frames:,}"
+        )
+        self.evaluation.wait()
+        self._record_evaluation(final=True)
 
     # ------------------------------------------------------------ checkpoints
 

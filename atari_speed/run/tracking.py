@@ -288,6 +288,10 @@ class Tracker:
         self.last_line = time.perf_counter()
         print(self.progress_line(), file=sys.stderr, flush=True)
 
+    def say(self, text: str) -> None:
+        """One line on stderr, above the progress bar where there is one."""
+        self.bar.write(text, file=sys.stderr)
+
     def log_profile(self, process: str, report: dict[str, Any]) -> None:
         """Each stage's share of its process's wall time, as ``profile/[process/]stage``."""
         if self.held:
@@ -305,23 +309,26 @@ class Tracker:
         cpu_seconds: float = 0.0,
         games: Sequence[float] = (),
         run_cpu_seconds: float | None = None,
+        final: bool = False,
     ) -> bool:
         """Record the mean score of an evaluation of the weights at agent step ``steps``
         (and ``seconds``), with each game's score (a low mean can be one lost game or
         all of them), what its games cost (``cpu_seconds``) and the run's CPU time when
-        it began (``run_cpu_seconds``); True if it is the best so far."""
+        it began (``run_cpu_seconds``); ``final``: ``eval.at_end``'s, after the run ended.
+        True if it is the best so far."""
         record = self.record
         record.eval_reward = reward
-        record.evaluations.append(
-            {
-                "steps": steps,
-                "seconds": round(seconds, 2),
-                "reward": reward,
-                "cpu_seconds": round(cpu_seconds, 2),
-                "run_cpu_seconds": None if run_cpu_seconds is None else round(run_cpu_seconds, 2),
-                "games": [float(g) for g in games],
-            }
-        )
+        entry = {
+            "steps": steps,
+            "seconds": round(seconds, 2),
+            "reward": reward,
+            "cpu_seconds": round(cpu_seconds, 2),
+            "run_cpu_seconds": None if run_cpu_seconds is None else round(run_cpu_seconds, 2),
+            "games": [float(g) for g in games],
+        }
+        if final:
+            entry["final"] = True
+        record.evaluations.append(entry)
         self.writer.add_scalar("eval/reward", reward, steps)
         if record.eval_solved_at is None and reward >= self.plan.preset.run.stop_reward:
             record.eval_solved_at = (seconds, steps)

@@ -73,6 +73,7 @@ def train(
         try:
             with interrupt_as_exception():
                 loop_for(plan)(run)
+                run.final_evaluation()
         except KeyboardInterrupt:
             interrupted = True
         except BaseException:

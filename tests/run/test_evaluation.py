@@ -94,14 +94,19 @@ def _evaluation(began: float | None, cpu: float) -> dict:
     return {"steps": 0, "reward": 0.0, "cpu_seconds": cpu, "run_cpu_seconds": began}
 
 
-def test_the_next_evaluation_waits_until_the_last_ones_cpu_is_its_share():
+def test_the_next_evaluation_waits_until_it_fits_the_share_with_those_before():
     from atari_speed.run.evaluation import eval_cpu_allows
 
-    last = [_evaluation(began=100.0, cpu=4.0)]  # 4 CPU s: 5% of 80 s of the run's CPU
+    first = _evaluation(began=100.0, cpu=4.0)
     assert eval_cpu_allows([], 0.05, 0.0), "the first evaluation waits for nothing"
-    assert not eval_cpu_allows(last, 0.05, 179.0)
-    assert eval_cpu_allows(last, 0.05, 180.0)
-    assert eval_cpu_allows(last, 1.0, 100.5), "1: no limit"
+    # 4 CPU s spent and 4 more to come: 5% of 160 s of the run's CPU since the first began
+    assert not eval_cpu_allows([first], 0.05, 259.0)
+    assert eval_cpu_allows([first], 0.05, 260.0)
+    # then 4 + 6 spent and 6 to come, again from the first one's start: 5% of 320 s
+    second = _evaluation(began=260.0, cpu=6.0)
+    assert not eval_cpu_allows([first, second], 0.05, 419.0)
+    assert eval_cpu_allows([first, second], 0.05, 420.0)
+    assert eval_cpu_allows([first], 1.0, 100.5), "1: no limit"
     assert eval_cpu_allows([_evaluation(None, 4.0)], 0.05, 0.0), "from before the field"
 
 
@@ -113,3 +118,35 @@ def test_the_evaluations_cpu_share_runs_from_the_first_one_that_says_when_it_beg
     timed = [_evaluation(100.0, 3.0), _evaluation(150.0, 2.0)]
     assert eval_cpu_share([older, *timed], 200.0) == 0.05
     assert eval_cpu_share(timed, 100.0) is None, "no CPU since it began"
+
+
+def test_the_final_evaluation_is_left_out_of_the_share_and_so_is_the_cpu_after_it_began():
+    from atari_speed.run.evaluation import eval_cpu_share
+
+    timed = [_evaluation(100.0, 3.0), _evaluation(150.0, 2.0)]
+    final = {**_evaluation(200.0, 30.0), "final": True}
+    # 5 CPU s of games over the 100 s from the first to the final one's start; the 30
+    # CPU s the final one's games took, and the run's CPU while they played, are not counted
+    assert eval_cpu_share([*timed, final], 230.0) == 0.05
+    assert eval_cpu_share([*timed, final], 200.0) == 0.05
+
+
+def test_eval_max_frames_ends_a_game_at_that_many_emulator_frames_scored_as_it_stands():
+    from atari_speed.envs.pipeline import make_env
+
+    env = make_env("small", "pong", seed=3, max_frames=400)
+    try:
+        env.reset()
+        steps = 0
+        while steps < 1000:
+            _, _, terminated, truncated, info = env.step(0)
+            steps += 1
+            if "episode" in info:
+                break
+        assert truncated and not terminated, "the emulator's cap, not the game, ended it"
+        # 400 frames: the start's no-ops and FIRE among them, then steps of 4 frames each
+        assert info["episode"]["frames"] == 400 and steps == info["episode"]["l"]
+        assert 90 <= steps < 100
+        assert -21 < info["episode"]["r"] <= 0, "a game in progress: a point or two lost"
+    finally:
+        env.close()

@@ -732,8 +732,9 @@ def test_best_pt_holds_the_weights_that_were_evaluated_not_the_later_ones(tmp_pa
 
 
 def test_an_evaluation_waits_for_the_run_cpu_that_its_share_allows(tmp_path):
-    # eval.max_cpu_share 0.05: the last evaluation took 1 CPU second, so the next waits
-    # until the run has used 20 since that one began, even with its agent steps due.
+    # eval.max_cpu_share 0.05: the one evaluation so far took 1 CPU second, so the next
+    # (guessed at 1 too) waits until the run has used 40 since that one began, even with
+    # its agent steps due.
     from atari_speed.core.config import load_preset
     from atari_speed.run.plan import make_plan
     from atari_speed.run.session import Run
@@ -750,15 +751,102 @@ def test_an_evaluation_waits_for_the_run_cpu_that_its_share_allows(tmp_path):
         run.tracker.advance(10)
         run.periodic(0.0)
         assert run.evaluation is None, "due by agent steps, not by CPU"
-        last["run_cpu_seconds"] = now - 20.0
+        last["run_cpu_seconds"] = now - 39.0
         run.periodic(0.0)
-        assert run.evaluation is not None, "20 CPU seconds since the last began"
+        assert run.evaluation is None, "39 CPU seconds since the last began"
+        last["run_cpu_seconds"] = now - 40.0
+        run.periodic(0.0)
+        assert run.evaluation is not None, "40 CPU seconds since the last began"
         assert run.evaluation.run_cpu_seconds >= now
     finally:
         if run.evaluation is not None:
             run.evaluation.cancel()
         run.tracker.close()
         run.lock.release()
+
+
+def _wait_for_evaluation(run, deadline: float) -> None:
+    while run.evaluation is not None:
+        assert time.monotonic() < deadline, "the evaluation game never ended"
+        time.sleep(0.1)
+        run.periodic(0.0)
+
+
+def test_the_final_evaluation_waits_for_the_one_in_progress_then_plays_the_last_weights(
+    tmp_path,
+):
+    # eval.at_end: the evaluation still playing at the end is recorded, not cancelled, and
+    # the final weights, which it did not play, get one of their own, marked final; best.pt
+    # holds the best of the two. Without at_end, or just after one of these weights, none.
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = [
+        "run.envs=1", "eval.every=10", "eval.episodes=1", "eval.from_reward=-1000",
+        "eval.at_end=true",
+    ]  # fmt: skip
+    run = Run(make_plan(load_preset("pong-nenv", overrides)), tmp_path)
+    try:
+        run.tracker.advance(10)
+        run.periodic(0.0)
+        assert run.evaluation is not None, "due at 10 agent steps"
+        with torch.no_grad():
+            for p in run.learner.net.parameters():
+                p.add_(1.0)
+        final_weights = {k: v.clone() for k, v in run.learner.net.state_dict().items()}
+        run.tracker.advance(5)  # the loop ends at 15 agent steps, the evaluation still on
+        run.final_evaluation()
+        assert run.evaluation is None
+        first, final = run.tracker.record.evaluations
+        assert first["steps"] == 10 and "final" not in first
+        assert final["steps"] == 15 and final["final"] is True and len(final["games"]) == 1
+        best = load_checkpoint(tmp_path / "best.pt")
+        if final["reward"] > first["reward"]:
+            for key, value in final_weights.items():
+                assert torch.equal(best.net[key], value), key
+        run.final_evaluation()
+        assert len(run.tracker.record.evaluations) == 2, "its weights were just evaluated"
+    finally:
+        if run.evaluation is not None:
+            run.evaluation.cancel()
+        run.tracker.close()
+        run.lock.release()
+
+
+def test_without_at_end_or_before_from_reward_there_is_no_final_evaluation(tmp_path):
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    for name, extra in (("off", "eval.at_end=false"), ("early", "eval.from_reward=0")):
+        overrides = ["run.envs=1", "eval.every=10", "eval.at_end=true", extra]
+        run = Run(make_plan(load_preset("pong-nenv", overrides)), tmp_path / name)
+        try:
+            run.tracker.advance(10)
+            run.final_evaluation()
+            assert run.evaluation is None and run.tracker.record.evaluations == [], name
+        finally:
+            run.tracker.close()
+            run.lock.release()
+
+
+def test_train_ends_with_the_final_evaluation_of_the_last_weights(tmp_path):
+    # Through train.py: no evaluation is due in the 600 agent steps, so the one recorded is
+    # the final one, of the weights at the last step, and best.pt holds them.
+    args = ["--preset", "pong-nenv", "--frames", "600", "--run-dir", str(tmp_path), *TINY]
+    evals = ["--set", "eval.every=100000", "--set", "eval.episodes=1"]
+    evals += ["--set", "eval.from_reward=-1000", "--set", "eval.at_end=true"]
+    out = train_here(*args, *evals)
+    assert out.returncode == 0, out.stderr
+    s = summary(tmp_path)
+    [final] = s["evaluations"]
+    assert final["final"] is True and final["steps"] == s["steps"]
+    assert s["eval_cpu_share"] is None, "the final one is not counted"
+    assert "final evaluation: 1 game of the weights at agent step 600" in out.stderr
+    best, last = load_checkpoint(tmp_path / "best.pt"), load_checkpoint(tmp_path / "checkpoint.pt")
+    for key, value in last.net.items():
+        assert torch.equal(best.net[key], value), key
 
 
 def test_evaluations_play_the_average_of_the_weights_and_a_resume_keeps_it(tmp_path, capsys):
