@@ -10,7 +10,11 @@ updates per rollout of a run whose updates do not change, and its FPS after warm
 fix ``a`` and ``u`` (least squares); each run's SGD updates come from its TensorBoard
 events (``train/sgd_updates``), so its minutes to a smoothed score are
 (rollouts x a + updates x u) / 60. Evaluations are left out (their CPU share is in
-seeds.py's table).
+seeds.py's table), unless ``--eval-share S`` counts them: of a run's recorded evaluations
+(every eval.every agent steps, with eval.max_cpu_share 1), those that
+eval.max_cpu_share = S would have started (its budget, on the modelled clock of training
+and the evaluations chosen before), each at the CPU seconds its games took, before the
+level; ``eval.at_end``'s final one comes after the run and is never counted.
 
     uv run train.py --preset pong-fast --seed 0 --set pqn.epochs=E --set eval.every=0 \\
         --set run.seconds=100 --run-dir /tmp/fps-eE ...      # FPS alone, E = 1, 4, 8
@@ -32,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_speed.app.seeds import median
+from atari_speed.run.evaluation import eval_cpu_allows
 from atari_speed.run.tracking import summary_steps
 
 LEVELS = ("-15", "0", "18")
@@ -79,9 +84,12 @@ def read_updates(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([[0.0], steps]), np.concatenate([[0.0], updates])
 
 
-def run_minutes(run_dir: Path, cost: dict[int, tuple[float, float]]) -> dict[str, float]:
+def run_minutes(
+    run_dir: Path, cost: dict[int, tuple[float, float]], eval_share: float | None = None
+) -> dict[str, float]:
     """Minutes alone to each level (infinite where not reached), for one run; ``cost``
-    maps steps per rollout to its (acting, update) seconds."""
+    maps steps per rollout to its (acting, update) seconds; ``eval_share``: count the
+    evaluations that eval.max_cpu_share = eval_share would have let start (None: none)."""
     summary = json.loads((run_dir / "summary.json").read_text())
     preset = summary["preset"]
     per_rollout = int(preset["run"]["envs"]) * int(preset["pqn"]["rollout"])
@@ -89,6 +97,19 @@ def run_minutes(run_dir: Path, cost: dict[int, tuple[float, float]]) -> dict[str
         raise ValueError(f"{run_dir}: rollouts of {per_rollout} agent steps; no --fps for them")
     acting, update = cost[per_rollout]
     steps, updates = read_updates(run_dir)
+
+    def training(at: float) -> float:
+        return at / per_rollout * acting + updates_at(steps, updates, at) * update
+
+    chosen: list[dict[str, float]] = []  # evaluations started: agent step, clock, CPU s
+    if eval_share is not None:
+        for e in summary.get("evaluations", []):
+            if e.get("final"):
+                continue
+            at = float(summary_steps(e))
+            clock = training(at) + sum(c["cpu_seconds"] for c in chosen)
+            if eval_cpu_allows(chosen, eval_share, clock):
+                chosen.append({"at": at, "run_cpu_seconds": clock, "cpu_seconds": e["cpu_seconds"]})
     minutes = {}
     for level in LEVELS:
         reached = summary.get("reached", {}).get(level)
@@ -96,7 +117,8 @@ def run_minutes(run_dir: Path, cost: dict[int, tuple[float, float]]) -> dict[str
             minutes[level] = math.inf
             continue
         at = float(summary_steps(reached))
-        minutes[level] = (at / per_rollout * acting + updates_at(steps, updates, at) * update) / 60
+        evaluations = sum(c["cpu_seconds"] for c in chosen if c["at"] < at)
+        minutes[level] = (training(at) + evaluations) / 60
     return minutes
 
 
@@ -137,11 +159,21 @@ def main(argv: list[str] | None = None) -> int:
         default=2048,
         help="agent steps per rollout (envs x pqn.rollout) the --fps runs had (default 2048)",
     )
+    parser.add_argument(
+        "--eval-share",
+        type=float,
+        default=None,
+        metavar="S",
+        help="count the evaluations eval.max_cpu_share = S would have started (1: all the run "
+        "recorded); default: evaluations left out",
+    )
     args = parser.parse_args(argv)
     try:
         points = [parse_fps(text) for text in args.fps]
         cost = {args.rollout_steps: rollout_cost(points, args.rollout_steps)}
-        rows = [(run, run_minutes(run, cost)) for run in args.runs]
+        if args.eval_share is not None and not 0 < args.eval_share <= 1:
+            raise ValueError(f"--eval-share {args.eval_share:g}: give a share in (0, 1]")
+        rows = [(run, run_minutes(run, cost, args.eval_share)) for run in args.runs]
     except (ValueError, OSError, KeyError) as err:
         sys.exit(f"minutes_alone.py: {err}")
     acting, update = cost[args.rollout_steps]

@@ -26,11 +26,17 @@ def test_two_fps_figures_fix_the_acting_and_the_update_cost():
         minutes_alone.parse_fps("x:1")
 
 
-def fake_run(path: Path, reached: dict[str, int], updates: list[tuple[int, int]]) -> Path:
+def fake_run(
+    path: Path,
+    reached: dict[str, int],
+    updates: list[tuple[int, int]],
+    evaluations: list[dict] = (),
+) -> Path:
     path.mkdir(parents=True)
     summary = {
         "reached": {k: {"steps": v, "seconds": 0.0} for k, v in reached.items()},
         "preset": {"run": {"envs": 64}, "pqn": {"rollout": 32}},
+        "evaluations": list(evaluations),
     }
     (path / "summary.json").write_text(json.dumps(summary))
     with SummaryWriter(str(path)) as writer:
@@ -55,3 +61,24 @@ def test_a_runs_minutes_count_the_updates_it_made_by_each_level(tmp_path):
     assert "not reached" in text.splitlines()[-1]  # the set's worst: s0 never reached 18
     with pytest.raises(ValueError, match="no --fps"):
         minutes_alone.run_minutes(run, {4096: (1.0, 0.05)})
+
+
+def test_eval_share_counts_the_evaluations_its_budget_would_have_started(tmp_path):
+    # one update a rollout of 2048 steps at 1.0 s acting + 1.0 s an update: 2 s a rollout;
+    # evaluations recorded at 20,480 steps (20 s of training) and every 20,480 after, 2 CPU
+    # s each, and the final one (never counted)
+    logged = [(20_480 * i, 10 * i) for i in range(11)]
+    evals = [{"steps": 20_480 * i, "cpu_seconds": 2.0} for i in range(1, 10)]
+    evals.append({"steps": 204_800, "cpu_seconds": 50.0, "final": True})
+    run = fake_run(tmp_path / "s0", {"0": 204_800}, logged, evals)
+    cost = {2048: (1.0, 1.0)}
+    alone = minutes_alone.run_minutes(run, cost)["0"]
+    assert alone == pytest.approx(200 / 60)
+    assert minutes_alone.run_minutes(run, cost, 1.0)["0"] == pytest.approx((200 + 18) / 60)
+    # at 5%: the first on a clock of 20 s; the next when 2 + 2 <= 0.05 x (clock - 20),
+    # each clock the training's 20 s a recorded one plus the games chosen before: the 5th
+    # (100 + 2 = 102 s), then 6 <= 0.05 x (144 - 20) for the 7th, 8 <= 0.05 x (186 - 20) for
+    # the 9th: four of nine
+    assert minutes_alone.run_minutes(run, cost, 0.05)["0"] * 60 == pytest.approx(200 + 4 * 2)
+    # at 10% all but the 2nd (4 > 0.1 x (42 - 20))
+    assert minutes_alone.run_minutes(run, cost, 0.1)["0"] * 60 == pytest.approx(200 + 8 * 2)
