@@ -117,26 +117,43 @@ def run_minutes(
             minutes[level] = math.inf
             continue
         at = float(summary_steps(reached))
-        evaluations = sum(c["cpu_seconds"] for c in chosen if c["at"] < at)
-        minutes[level] = (training(at) + evaluations) / 60
+        evaluations = [c for c in chosen if c["at"] < at]
+        minutes[level] = (training(at) + sum(c["cpu_seconds"] for c in evaluations)) / 60
+        if level == LEVELS[-1] and eval_share is not None:
+            spent = sum(c["cpu_seconds"] for c in evaluations)
+            since = training(at) + spent - evaluations[0]["run_cpu_seconds"] if evaluations else 0
+            minutes["evaluations"] = len(evaluations)
+            minutes["eval share"] = spent / since if since > 0 else math.nan
     return minutes
 
 
 def table(rows: list[tuple[Path, dict[str, float]]]) -> str:
-    """Markdown: a row per run, then each set's median and worst."""
-    lines = ["| run | " + " | ".join(f"min to {lv}" for lv in LEVELS) + " |"]
-    lines.append("|---|" + "---:|" * len(LEVELS))
+    """Markdown: a row per run, then each set's median and worst; with ``--eval-share``,
+    each run's evaluations begun before the solve and their share of its CPU from the
+    first on, at the solve."""
+    evals = any("evaluations" in m for _, m in rows)
+    extra = ["evaluations before 18", "their CPU share"] if evals else []
+    lines = ["| run | " + " | ".join([*(f"min to {lv}" for lv in LEVELS), *extra]) + " |"]
+    lines.append("|---|" + "---:|" * (len(LEVELS) + len(extra)))
 
     def cell(value: float) -> str:
         return "not reached" if math.isinf(value) else f"{value:.1f}"
 
+    def eval_cells(minutes: dict[str, float]) -> list[str]:
+        if not evals or "evaluations" not in minutes:
+            return [""] * len(extra)
+        share = minutes["eval share"]
+        return [f"{minutes['evaluations']:.0f}", "" if math.isnan(share) else f"{share:.1%}"]
+
     for parent in dict.fromkeys(path.parent for path, _ in rows):
         group = [(path, m) for path, m in rows if path.parent == parent]
         for path, minutes in group:
-            lines.append(f"| {path} | " + " | ".join(cell(minutes[lv]) for lv in LEVELS) + " |")
+            cells = [cell(minutes[lv]) for lv in LEVELS] + eval_cells(minutes)
+            lines.append(f"| {path} | " + " | ".join(cells) + " |")
         for name, pick in (("median", median), ("worst", max)):
             values = [pick([m[lv] for _, m in group]) for lv in LEVELS]
-            lines.append(f"| **{parent} {name}** | " + " | ".join(map(cell, values)) + " |")
+            cells = [*map(cell, values), *[""] * len(extra)]
+            lines.append(f"| **{parent} {name}** | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -80,5 +80,10 @@ def test_eval_share_counts_the_evaluations_its_budget_would_have_started(tmp_pat
     # (100 + 2 = 102 s), then 6 <= 0.05 x (144 - 20) for the 7th, 8 <= 0.05 x (186 - 20) for
     # the 9th: four of nine
     assert minutes_alone.run_minutes(run, cost, 0.05)["0"] * 60 == pytest.approx(200 + 4 * 2)
+    solved = fake_run(tmp_path / "s1", {"0": 1, "18": 204_800}, logged, evals)
+    at_18 = minutes_alone.run_minutes(solved, cost, 0.05)
+    # 8 CPU s of games over the 208 - 20 s from the first one's start to the solve
+    assert at_18["evaluations"] == 4 and at_18["eval share"] == pytest.approx(8 / 188)
+    assert "| 4 | 4.3% |" in minutes_alone.table([(solved, at_18)])
     # at 10% all but the 2nd (4 > 0.1 x (42 - 20))
     assert minutes_alone.run_minutes(run, cost, 0.1)["0"] * 60 == pytest.approx(200 + 8 * 2)

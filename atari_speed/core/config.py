@@ -371,8 +371,8 @@ class EvalConfig:
         "SIGTERM or an error), wait for the evaluation in progress, then evaluate the final "
         "weights unless one just did: best.pt is then the best of every evaluation, the last "
         "weights' included. It comes after the solve and the budget, so it delays no figure "
-        "of the run, and eval_cpu_share leaves it out. Needs evaluations (eval.every) and "
-        "eval.from_reward reached",
+        "of the run, and eval_cpu_share leaves it out. With eval.every = 0 it is the run's "
+        "one evaluation. Once the smoothed score has reached eval.from_reward",
         False,
     )
     average_steps: int = doc(

@@ -24,9 +24,13 @@ from atari_speed.run.plan import Plan
 
 def evaluating(ev: EvalConfig, best_smoothed: float | None) -> bool:
     """Whether evaluations are on by now: ``eval.every`` set, and the best smoothed
-    training score so far at ``eval.from_reward`` (-1000: from the start)."""
-    if not ev.every:
-        return False
+    training score so far at ``eval.from_reward`` (``from_reward_reached``)."""
+    return bool(ev.every) and from_reward_reached(ev, best_smoothed)
+
+
+def from_reward_reached(ev: EvalConfig, best_smoothed: float | None) -> bool:
+    """Whether the best smoothed training score so far has reached ``eval.from_reward``
+    (-1000: from the start)."""
     return ev.from_reward <= -1000 or (
         best_smoothed is not None and best_smoothed >= ev.from_reward
     )

@@ -37,7 +37,12 @@ from atari_speed.core.timing import Profiler
 from atari_speed.envs.pipeline import resolve_game
 from atari_speed.envs.vector import VectorEnv, make_vector_env
 from atari_speed.run.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from atari_speed.run.evaluation import Evaluation, eval_cpu_allows, evaluating
+from atari_speed.run.evaluation import (
+    Evaluation,
+    eval_cpu_allows,
+    evaluating,
+    from_reward_reached,
+)
 from atari_speed.run.lock import RunDirLock
 from atari_speed.run.plan import Plan
 from atari_speed.run.replay_file import REPLAY_FILE, load_replay, save_replay
@@ -311,10 +316,12 @@ class Run:
     def final_evaluation(self) -> None:
         """``eval.at_end``: once the loop has ended by itself, the evaluation in progress
         is waited for and recorded, then the final weights are evaluated, unless that one
-        was of them; best.pt follows as ever. Ctrl-C or SIGTERM while it plays ends the run
-        as they always do (the games are cancelled by ``finish``)."""
+        was of them; best.pt follows as ever. With or without evaluations during the run
+        (``eval.every``), once the smoothed score has reached ``eval.from_reward``. Ctrl-C
+        or SIGTERM while it plays ends the run as they always do (``finish`` cancels the
+        games)."""
         ev = self.preset.eval
-        if not (ev.at_end and evaluating(ev, self.tracker.scores.best_smoothed)):
+        if not (ev.at_end and from_reward_reached(ev, self.tracker.scores.best_smoothed)):
             return
         if self.evaluation is not None:
             self.evaluation.wait()

@@ -815,12 +815,13 @@ def test_the_final_evaluation_waits_for_the_one_in_progress_then_plays_the_last_
 
 
 def test_without_at_end_or_before_from_reward_there_is_no_final_evaluation(tmp_path):
+    # (eval.every = 0, as pong-fast: the final evaluation does not need evaluations on)
     from atari_speed.core.config import load_preset
     from atari_speed.run.plan import make_plan
     from atari_speed.run.session import Run
 
     for name, extra in (("off", "eval.at_end=false"), ("early", "eval.from_reward=0")):
-        overrides = ["run.envs=1", "eval.every=10", "eval.at_end=true", extra]
+        overrides = ["run.envs=1", "eval.every=0", "eval.at_end=true", extra]
         run = Run(make_plan(load_preset("pong-nenv", overrides)), tmp_path / name)
         try:
             run.tracker.advance(10)
@@ -832,10 +833,11 @@ def test_without_at_end_or_before_from_reward_there_is_no_final_evaluation(tmp_p
 
 
 def test_train_ends_with_the_final_evaluation_of_the_last_weights(tmp_path):
-    # Through train.py: no evaluation is due in the 600 agent steps, so the one recorded is
-    # the final one, of the weights at the last step, and best.pt holds them.
+    # Through train.py with evaluations off during the run (eval.every = 0, as pong-fast):
+    # the one recorded is the final one, of the weights at the last step, and best.pt
+    # holds them.
     args = ["--preset", "pong-nenv", "--frames", "600", "--run-dir", str(tmp_path), *TINY]
-    evals = ["--set", "eval.every=100000", "--set", "eval.episodes=1"]
+    evals = ["--set", "eval.every=0", "--set", "eval.episodes=1"]
     evals += ["--set", "eval.from_reward=-1000", "--set", "eval.at_end=true"]
     out = train_here(*args, *evals)
     assert out.returncode == 0, out.stderr
