@@ -12,8 +12,11 @@ take at ``--fps``): what a run loses while evaluations are on, where the machine
 idle core. ``--backend ale`` plays greedy games of the same snapshot on ale-py's C++
 vector env instead (its own resize; one worker thread, one batched forward pass a step,
 every env stepped until the longest game ends): whether a faster env would make an
-evaluation cheaper. A trained agent's games are the long ones (Pong's last 1,600 to 2,400
-agent steps); an untrained one's are short, so give the run's best.pt.
+evaluation cheaper. ``--as-run`` plays, once, the games the run's own evaluation of the
+checkpoint's weights plays (its seeds, epsilon and eval.max_frames): what ``eval.at_end``
+scores for the final weights of a run from before it, given its checkpoint.pt. A trained
+agent's games are the long ones (Pong's last 1,600 to 2,400 agent steps); an untrained
+one's are short, so give the run's best.pt.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import make_env
 from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.checkpoint import load_checkpoint
-from atari_speed.run.evaluation import play_side_by_side
+from atari_speed.run.evaluation import evaluation_envs, evaluation_seed, play_side_by_side
 
 
 def play_on_ale(ckpt: object, net: torch.nn.Module, episodes: int, seed: int) -> list[float]:
@@ -54,6 +57,20 @@ def play_on_ale(ckpt: object, net: torch.nn.Module, episodes: int, seed: int) ->
         venv.close()
 
 
+def play_as_run(ckpt: object, net: torch.nn.Module, episodes: int) -> list[float]:
+    """The games the run's evaluation of the checkpoint's weights plays: seeded as
+    ``Evaluation`` seeds them, at its preset's epsilon and eval.max_frames."""
+    ev = ckpt.preset.get("eval", {})
+    seed = evaluation_seed(int(ckpt.preset["run"]["seed"]), ckpt.frames)
+    envs = evaluation_envs(ckpt.pipeline, ckpt.game, episodes, seed, ev.get("max_frames", 0))
+    try:
+        rng = np.random.default_rng(seed)
+        return play_side_by_side(envs, net, torch.device("cpu"), ev.get("epsilon", 0.0), rng)
+    finally:
+        for env in envs:
+            env.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -73,14 +90,22 @@ def main() -> None:
     )
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--reps", type=int, default=3, help="evaluations timed (median)")
+    parser.add_argument(
+        "--as-run",
+        action="store_true",
+        help="once, the games the run's own evaluation of these weights plays",
+    )
     args = parser.parse_args()
     ckpt = load_checkpoint(args.checkpoint)
     net = ckpt.policy(torch.device("cpu"))
     budget = args.cores * args.every / args.fps
     costs = []
-    for rep in range(args.reps):
+    for rep in range(1 if args.as_run else args.reps):
         cpu, wall = time.process_time(), time.perf_counter()
-        if args.backend == "ale":
+        if args.as_run:
+            scores = play_as_run(ckpt, net, args.episodes)
+            print(f"agent step {ckpt.frames:,}: games {scores}")
+        elif args.backend == "ale":
             try:
                 scores = play_on_ale(ckpt, net, args.episodes, seed=1000 * rep)
             except ConfigError as err:  # a pipeline the ale backend cannot play as trained

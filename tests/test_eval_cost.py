@@ -31,3 +31,26 @@ def test_ale_games_are_whole_games_one_per_env():
     # an agent that never moves loses 0-21: a whole game's score (not a step's or a
     # point's), one per env
     assert scores == [-21.0, -21.0]
+
+
+def test_as_run_plays_the_games_the_runs_own_evaluation_of_those_weights_plays():
+    # the final evaluation of a run from before eval.at_end, rebuilt from its checkpoint:
+    # the same seeds, epsilon and frames cap give the same games as Evaluation's
+    from atari_speed.agent.networks import build_network
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.evaluation import Evaluation
+    from atari_speed.run.plan import make_plan
+
+    overrides = ["run.mode='n-env'", "run.envs=1", "run.precision='fp32'"]
+    overrides += ["env.backend='sync'", "run.device='cpu'", "run.seed=7"]
+    overrides += ["eval.episodes=2", "eval.epsilon=0.3", "eval.max_frames=2000"]
+    plan = make_plan(load_preset("pong-fast", overrides))
+    torch.manual_seed(0)
+    net = build_network(plan.preset.dqn, plan.obs_shape, plan.actions).eval()
+    evaluation = Evaluation(plan, net.state_dict(), frames=1234)
+    evaluation.wait()
+    ckpt = SimpleNamespace(
+        pipeline=plan.pipeline, game="pong", frames=1234, preset=plan.preset.to_dict()
+    )
+    assert eval_cost.play_as_run(ckpt, net, episodes=2) == evaluation.scores
+    assert len(evaluation.scores) == 2

@@ -64,6 +64,24 @@ def eval_cpu_share(evaluations: list[dict[str, Any]], run_cpu: float) -> float |
     return round(spent / (run_cpu - timed[0]["run_cpu_seconds"]), 4)
 
 
+def evaluation_seed(run_seed: int, steps: int) -> int:
+    """The seed of an evaluation of the weights at agent step ``steps``: its env i is
+    seeded with it + i and its random numbers with it, apart from training's and
+    different at each evaluation."""
+    return run_seed + 10_000 + steps
+
+
+def evaluation_envs(
+    pipeline: dict[str, Any], game: str, episodes: int, seed: int, max_frames: int = 0
+) -> list[gym.Env]:
+    """An evaluation's ``episodes`` envs, env i seeded with ``seed + i``; ``max_frames``
+    (``eval.max_frames``): a game's most emulator frames, 0 = the emulator's."""
+    return [
+        make_env(pipeline, game, seed=seed + i, max_frames=max_frames or None)
+        for i in range(episodes)
+    ]
+
+
 def play_side_by_side(
     envs: list[gym.Env],
     net: torch.nn.Module,
@@ -117,21 +135,15 @@ class Evaluation:
         self.scores: list[float] = []
         self.error: BaseException | None = None
         self.cpu_seconds = 0.0  # this thread's CPU time (not torch's pool threads)
-        seed = plan.preset.run.seed + 10_000 + frames
+        seed = evaluation_seed(plan.preset.run.seed, frames)
 
         def play() -> None:
             start = time.thread_time()
             envs: list[gym.Env] = []
             try:
-                envs = [
-                    make_env(
-                        plan.pipeline,
-                        plan.preset.env.game,
-                        seed=seed + i,
-                        max_frames=ev.max_frames or None,
-                    )
-                    for i in range(ev.episodes)
-                ]
+                envs = evaluation_envs(
+                    plan.pipeline, plan.preset.env.game, ev.episodes, seed, ev.max_frames
+                )
                 rng = np.random.default_rng(seed)
                 self.scores = play_side_by_side(
                     envs, snapshot, plan.device, ev.epsilon, rng, stop=self.stop
