@@ -323,6 +323,7 @@ class Run:
         ev = self.preset.eval
         if not (ev.at_end and from_reward_reached(ev, self.tracker.scores.best_smoothed)):
             return
+        self.tracker.stop_clocks()
         if self.evaluation is not None:
             self.evaluation.wait()
             self._record_evaluation()

@@ -136,6 +136,7 @@ class Tracker:
         self.fps = 0.0
         self.start = time.perf_counter()
         self.cpu_start = time.process_time()
+        self._stopped: tuple[float, float] | None = None  # stop_clocks': (wall, CPU)
         self._window = (self.start, 0)
         # Made at the first scalar: a resume that fails before it leaves TensorBoard's
         # files as they were (``held``).
@@ -168,12 +169,21 @@ class Tracker:
 
     @property
     def seconds(self) -> float:
+        if self._stopped is not None:
+            return self._stopped[0]
         return self.record.seconds_before + time.perf_counter() - self.start
 
     @property
     def cpu_seconds(self) -> float:
         """The run's CPU time so far: this process's, all threads, across resumes."""
+        if self._stopped is not None:
+            return self._stopped[1]
         return self.record.cpu_seconds_before + time.process_time() - self.cpu_start
+
+    def stop_clocks(self) -> None:
+        """The run's wall and CPU time end here: what follows (eval.at_end's evaluation)
+        is not the run's, so its FPS and the checkpoint's clocks leave it out."""
+        self._stopped = (self.seconds, self.cpu_seconds)
 
     @property
     def writer(self) -> SummaryWriter:

@@ -844,6 +844,8 @@ def test_train_ends_with_the_final_evaluation_of_the_last_weights(tmp_path):
     s = summary(tmp_path)
     [final] = s["evaluations"]
     assert final["final"] is True and final["steps"] == s["steps"]
+    # the run's clocks stopped where the final evaluation began: its FPS leaves it out
+    assert s["seconds"] == final["seconds"] and s["cpu_seconds"] == final["run_cpu_seconds"]
     assert s["eval_cpu_share"] is None, "the final one is not counted"
     assert "final evaluation: 1 game of the weights at agent step 600" in out.stderr
     best, last = load_checkpoint(tmp_path / "best.pt"), load_checkpoint(tmp_path / "checkpoint.pt")
