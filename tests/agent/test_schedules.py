@@ -162,7 +162,9 @@ def test_a_runs_learning_rate_follows_its_smoothed_score():
     assert Run.decay_progress(run_at(9.0)) == pytest.approx(0.4)
     # without pqn.follow_greedy a greedy evaluation does not move it
     assert Run.decay_progress(run_at(9.0, 20.0)) == pytest.approx(0.4)
-    follow = load_preset("pong-fast", ["pqn.lr_at_stop=0.2", "pqn.follow_greedy=true"])
+    follow = load_preset(
+        "pong-fast", ["pqn.lr_at_stop=0.2", "pqn.follow_greedy=true", "eval.every=100000"]
+    )
     assert Run.decay_progress(run_at(9.0, 20.0, follow)) == pytest.approx(0.8)  # at 18's
     assert Run.decay_progress(run_at(None, 18.0, follow)) == pytest.approx(0.8)
     assert Run.decay_progress(run_at(9.0, 17.9, follow)) == pytest.approx(0.4)  # below 18
@@ -201,7 +203,9 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
     assert eps == pytest.approx(adam_eps(preset, 9.0)) and eps > preset.dqn.adam_eps
     assert Run.learning_rate.fget(run) == pytest.approx(preset.dqn.learning_rate * 0.6)
     # with pqn.follow_greedy, a greedy evaluation at 18 gives the updates their share at 18
-    run.preset = load_preset("pong-fast", [*overrides, "pqn.follow_greedy=true"])
+    run.preset = load_preset(
+        "pong-fast", [*overrides, "pqn.follow_greedy=true", "eval.every=100000"]
+    )
     run.tracker.record.eval_reward = 19.0
     calls.clear()
     Run.learn(run, "rollout")
