@@ -41,7 +41,7 @@ def eval_cpu_allows(evaluations: list[dict[str, Any]], share: float, run_cpu: fl
     CPU: the evaluations' games' CPU so far, and the next one's at the last one's cost,
     within ``share`` of the run's CPU time (``run_cpu``, now) since the first began. The
     first waits for nothing; it is where the share is counted from."""
-    timed = [e for e in evaluations if e.get("run_cpu_seconds") is not None]
+    timed = during_run(evaluations)
     if share >= 1.0 or not timed:
         return True
     spent = sum(e["cpu_seconds"] for e in timed)
@@ -50,18 +50,19 @@ def eval_cpu_allows(evaluations: list[dict[str, Any]], share: float, run_cpu: fl
 
 def eval_cpu_share(evaluations: list[dict[str, Any]], run_cpu: float) -> float | None:
     """The evaluations' games' CPU over the run's CPU time (``run_cpu``, now) from the
-    first evaluation on; None before there is one that recorded when it began. The
-    final one (``eval.at_end``), played after the run had ended, is left out, and so is
-    the run's CPU from when it began."""
-    timed = [e for e in evaluations if e.get("run_cpu_seconds") is not None]
-    final = [e["run_cpu_seconds"] for e in timed if e.get("final")]
-    if final:
-        run_cpu = min(run_cpu, final[0])
-        timed = [e for e in timed if not e.get("final")]
+    first evaluation on; None before there is one that recorded when it began. A final
+    one (``eval.at_end``), played once the run's clocks had stopped, is left out."""
+    timed = during_run(evaluations)
     if not timed or run_cpu <= timed[0]["run_cpu_seconds"]:
         return None
     spent = sum(e["cpu_seconds"] for e in timed)
     return round(spent / (run_cpu - timed[0]["run_cpu_seconds"]), 4)
+
+
+def during_run(evaluations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The evaluations played during the run that recorded when they began: not a
+    final one (``eval.at_end``), which the run's CPU does not include."""
+    return [e for e in evaluations if e.get("run_cpu_seconds") is not None and not e.get("final")]
 
 
 def evaluation_seed(run_seed: int, steps: int) -> int:

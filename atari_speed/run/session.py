@@ -324,6 +324,8 @@ class Run:
         if not (ev.at_end and from_reward_reached(ev, self.tracker.scores.best_smoothed)):
             return
         self.tracker.stop_clocks()
+        if self.tracker.held:  # resumed after the run's end: nothing played, yet this counts
+            self.tracker.go_on()
         if self.evaluation is not None:
             self.evaluation.wait()
             self._record_evaluation()
@@ -337,7 +339,11 @@ class Run:
             f"at agent step {self.frames:,}"
         )
         self.evaluation.wait()
+        games = self.evaluation.scores
         self._record_evaluation(final=True)
+        if games:
+            mean = float(np.mean(games))
+            self.tracker.say(f"final evaluation: mean {mean:+.1f} over {len(games)} games")
 
     # ------------------------------------------------------------ checkpoints
 

@@ -340,7 +340,9 @@ class Tracker:
             entry["final"] = True
         record.evaluations.append(entry)
         self.writer.add_scalar("eval/reward", reward, steps)
-        if record.eval_solved_at is None and reward >= self.plan.preset.run.stop_reward:
+        # the greedy agent's solve during the run: a final one comes after the run's end
+        stop = self.plan.preset.run.stop_reward
+        if record.eval_solved_at is None and reward >= stop and not final:
             record.eval_solved_at = (seconds, steps)
         if self.lines:
             self.print_line()

@@ -120,15 +120,18 @@ def test_the_evaluations_cpu_share_runs_from_the_first_one_that_says_when_it_beg
     assert eval_cpu_share(timed, 100.0) is None, "no CPU since it began"
 
 
-def test_the_final_evaluation_is_left_out_of_the_share_and_so_is_the_cpu_after_it_began():
-    from atari_speed.run.evaluation import eval_cpu_share
+def test_the_final_evaluation_is_left_out_of_the_share_and_of_the_budget():
+    from atari_speed.run.evaluation import eval_cpu_allows, eval_cpu_share
 
     timed = [_evaluation(100.0, 3.0), _evaluation(150.0, 2.0)]
     final = {**_evaluation(200.0, 30.0), "final": True}
-    # 5 CPU s of games over the 100 s from the first to the final one's start; the 30
-    # CPU s the final one's games took, and the run's CPU while they played, are not counted
-    assert eval_cpu_share([*timed, final], 230.0) == 0.05
+    # 5 CPU s of games over the 100 s from the first to where the run's clocks stopped (the
+    # final one's start); the 30 CPU s its games took are not the run's
     assert eval_cpu_share([*timed, final], 200.0) == 0.05
+    assert eval_cpu_share([final], 300.0) is None, "a final one alone: no share"
+    # a run resumed to go further budgets as if the final one had not played
+    assert eval_cpu_allows([*timed, final], 0.05, 180.0) == eval_cpu_allows(timed, 0.05, 180.0)
+    assert eval_cpu_allows([final], 0.05, 201.0), "nothing during the run: the first waits"
 
 
 def test_eval_max_frames_ends_a_game_at_that_many_emulator_frames_scored_as_it_stands():

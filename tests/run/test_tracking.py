@@ -314,3 +314,16 @@ def test_a_resume_that_fails_before_playing_leaves_its_directory_as_it_found_it(
     rows = (tmp_path / "scores.csv").read_text().splitlines()
     assert [row.split(",")[1] for row in rows[1:]] == ["100", "200"]
     resumed.close()
+
+
+def test_a_final_evaluation_is_no_greedy_solve_during_the_run(tmp_path):
+    # eval.at_end's evaluation comes once the run has ended: at 18 it is best, not the
+    # greedy agent's solve, which an evaluation during the run would have been
+    tracker = tracker_at(tmp_path, stop_reward=18.0)
+    try:
+        assert tracker.evaluated(20.0, 700_000, 600.0, games=[20.0], final=True)
+        summary = tracker.summary()
+        assert summary["eval_solved_at_steps"] is None and summary["best_eval_reward"] == 20.0
+        assert summary["evaluations"][0]["final"] is True
+    finally:
+        tracker.close()
