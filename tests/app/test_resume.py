@@ -61,7 +61,7 @@ def test_what_is_given_with_a_resume_changes_it_and_is_said_in_one_line(checkpoi
     assert "\n" not in line
     assert line.endswith(
         "60,000 agent steps), changed by what was given with --resume: run.steps 60000 -> "
-        "90000, eval.every 0 -> 50000"
+        "90000, eval.every 100000 -> 50000"
     )
     # the old name, as docs/log's commands give it, is the same field
     assert resumed_preset(checkpoint, ["run.frames=90000", *sets[1:]]) == (preset, line)

@@ -815,7 +815,7 @@ def test_the_final_evaluation_waits_for_the_one_in_progress_then_plays_the_last_
 
 
 def test_without_at_end_or_before_from_reward_there_is_no_final_evaluation(tmp_path):
-    # (eval.every = 0, as pong-fast: the final evaluation does not need evaluations on)
+    # (eval.every = 0: the final evaluation does not need evaluations on)
     from atari_speed.core.config import load_preset
     from atari_speed.run.plan import make_plan
     from atari_speed.run.session import Run
@@ -833,7 +833,7 @@ def test_without_at_end_or_before_from_reward_there_is_no_final_evaluation(tmp_p
 
 
 def test_train_ends_with_the_final_evaluation_of_the_last_weights(tmp_path):
-    # Through train.py with evaluations off during the run (eval.every = 0, as pong-fast):
+    # Through train.py with evaluations off during the run (eval.every = 0):
     # the one recorded is the final one, of the weights at the last step, and best.pt
     # holds them.
     args = ["--preset", "pong-nenv", "--frames", "600", "--run-dir", str(tmp_path), *TINY]
