@@ -339,11 +339,12 @@ class Run:
             f"at agent step {self.frames:,}"
         )
         self.evaluation.wait()
-        games = self.evaluation.scores
         self._record_evaluation(final=True)
-        if games:
-            mean = float(np.mean(games))
-            self.tracker.say(f"final evaluation: mean {mean:+.1f} over {len(games)} games")
+        final = self.tracker.record.evaluations[-1]
+        if final["games"]:
+            self.tracker.say(
+                f"final evaluation: mean {final['reward']:+.1f} over {len(final['games'])} games"
+            )
 
     # ------------------------------------------------------------ checkpoints
 

@@ -11,7 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -697,17 +697,30 @@ def test_one_presets_update_to_data_ratio_holds_in_parallel_mode_without_actors(
     assert s["mode"] == "n-env" and data.learner["updates"] == schedule.due(data.frames)
 
 
-def test_best_pt_holds_the_weights_that_were_evaluated_not_the_later_ones(tmp_path):
-    # In-process and without a clock: an evaluation starts on the current weights, the
-    # weights then move on (as training does), and once its game is over best.pt must
-    # hold the weights it played with.
+@contextlib.contextmanager
+def run_here(run_dir: Path, overrides: list[str]) -> Iterator:
+    """pong-nenv with ``overrides`` as a Run in this process; on the way out its evaluation
+    is cancelled, its tracker closed and its directory's lock released."""
     from atari_speed.core.config import load_preset
     from atari_speed.run.plan import make_plan
     from atari_speed.run.session import Run
 
-    overrides = ["run.envs=1", "eval.every=10", "eval.episodes=1", "eval.from_reward=-1000"]
-    run = Run(make_plan(load_preset("pong-nenv", overrides)), tmp_path)
+    run = Run(make_plan(load_preset("pong-nenv", overrides)), run_dir)
     try:
+        yield run
+    finally:
+        if run.evaluation is not None:
+            run.evaluation.cancel()
+        run.tracker.close()
+        run.lock.release()
+
+
+def test_best_pt_holds_the_weights_that_were_evaluated_not_the_later_ones(tmp_path):
+    # In-process and without a clock: an evaluation starts on the current weights, the
+    # weights then move on (as training does), and once its game is over best.pt must
+    # hold the weights it played with.
+    overrides = ["run.envs=1", "eval.every=10", "eval.episodes=1", "eval.from_reward=-1000"]
+    with run_here(tmp_path, overrides) as run:
         run.tracker.advance(10)
         run.periodic(0.0)
         assert run.evaluation is not None, "due at 10 frames"
@@ -724,27 +737,17 @@ def test_best_pt_holds_the_weights_that_were_evaluated_not_the_later_ones(tmp_pa
         assert best.learner is None and best.net.keys() == evaluated.keys()
         for key, value in evaluated.items():
             assert torch.equal(best.net[key], value), key
-    finally:
-        if run.evaluation is not None:
-            run.evaluation.cancel()
-        run.tracker.close()
-        run.lock.release()
 
 
 def test_an_evaluation_waits_for_the_run_cpu_that_its_share_allows(tmp_path):
     # eval.max_cpu_share 0.05: the one evaluation so far took 1 CPU second, so the next
     # (guessed at 1 too) waits until the run has used 40 since that one began, even with
     # its agent steps due.
-    from atari_speed.core.config import load_preset
-    from atari_speed.run.plan import make_plan
-    from atari_speed.run.session import Run
-
     overrides = [
         "run.envs=1", "eval.every=10", "eval.episodes=1", "eval.from_reward=-1000",
         "eval.max_cpu_share=0.05",
     ]  # fmt: skip
-    run = Run(make_plan(load_preset("pong-nenv", overrides)), tmp_path)
-    try:
+    with run_here(tmp_path, overrides) as run:
         now = run.tracker.cpu_seconds
         last = {"steps": 0, "reward": -21.0, "cpu_seconds": 1.0, "run_cpu_seconds": now}
         run.tracker.record.evaluations.append(last)
@@ -758,18 +761,6 @@ def test_an_evaluation_waits_for_the_run_cpu_that_its_share_allows(tmp_path):
         run.periodic(0.0)
         assert run.evaluation is not None, "40 CPU seconds since the last began"
         assert run.evaluation.run_cpu_seconds >= now
-    finally:
-        if run.evaluation is not None:
-            run.evaluation.cancel()
-        run.tracker.close()
-        run.lock.release()
-
-
-def _wait_for_evaluation(run, deadline: float) -> None:
-    while run.evaluation is not None:
-        assert time.monotonic() < deadline, "the evaluation game never ended"
-        time.sleep(0.1)
-        run.periodic(0.0)
 
 
 def test_the_final_evaluation_waits_for_the_one_in_progress_then_plays_the_last_weights(
@@ -778,16 +769,11 @@ def test_the_final_evaluation_waits_for_the_one_in_progress_then_plays_the_last_
     # eval.at_end: the evaluation still playing at the end is recorded, not cancelled, and
     # the final weights, which it did not play, get one of their own, marked final; best.pt
     # holds the best of the two. Without at_end, or just after one of these weights, none.
-    from atari_speed.core.config import load_preset
-    from atari_speed.run.plan import make_plan
-    from atari_speed.run.session import Run
-
     overrides = [
         "run.envs=1", "eval.every=10", "eval.episodes=1", "eval.from_reward=-1000",
         "eval.at_end=true",
     ]  # fmt: skip
-    run = Run(make_plan(load_preset("pong-nenv", overrides)), tmp_path)
-    try:
+    with run_here(tmp_path, overrides) as run:
         run.tracker.advance(10)
         run.periodic(0.0)
         assert run.evaluation is not None, "due at 10 agent steps"
@@ -807,29 +793,16 @@ def test_the_final_evaluation_waits_for_the_one_in_progress_then_plays_the_last_
                 assert torch.equal(best.net[key], value), key
         run.final_evaluation()
         assert len(run.tracker.record.evaluations) == 2, "its weights were just evaluated"
-    finally:
-        if run.evaluation is not None:
-            run.evaluation.cancel()
-        run.tracker.close()
-        run.lock.release()
 
 
 def test_without_at_end_or_before_from_reward_there_is_no_final_evaluation(tmp_path):
     # (eval.every = 0: the final evaluation does not need evaluations on)
-    from atari_speed.core.config import load_preset
-    from atari_speed.run.plan import make_plan
-    from atari_speed.run.session import Run
-
     for name, extra in (("off", "eval.at_end=false"), ("early", "eval.from_reward=0")):
         overrides = ["run.envs=1", "eval.every=0", "eval.at_end=true", extra]
-        run = Run(make_plan(load_preset("pong-nenv", overrides)), tmp_path / name)
-        try:
+        with run_here(tmp_path / name, overrides) as run:
             run.tracker.advance(10)
             run.final_evaluation()
             assert run.evaluation is None and run.tracker.record.evaluations == [], name
-        finally:
-            run.tracker.close()
-            run.lock.release()
 
 
 def test_train_ends_with_the_final_evaluation_of_the_last_weights(tmp_path):
