@@ -67,6 +67,10 @@ class SeedResult:
     # the agent steps the run was given (run.steps): where an unsolved run would have
     # stopped; None from a summary without it
     budget: int | None = None
+    # the final weights' greedy games (eval.at_end's evaluation): whether the agent the run
+    # ended with still plays the game, which best.pt (the best-evaluated snapshot) does not
+    # say; None where the run made none
+    final: float | None = None
 
     @property
     def solve_frames(self) -> float:
@@ -95,9 +99,9 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
     play = json.loads(play_path.read_text())["mean"] if play_path.is_file() else None
     # summary_steps: summaries of earlier versions said frames (the same agent steps)
     greedy = summary_steps(summary, "eval_solved_at_steps")
-    after = [
-        e["reward"] for e in summary.get("evaluations", []) if greedy and summary_steps(e) >= greedy
-    ]
+    evaluations = summary.get("evaluations", [])
+    after = [e["reward"] for e in evaluations if greedy and summary_steps(e) >= greedy]
+    finals = [e["reward"] for e in evaluations if e.get("final")]
     return SeedResult(
         seed=seed,
         run_dir=str(run_dir),
@@ -113,6 +117,7 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
         greedy_low=min(after) if after else None,
         eval_share=summary.get("eval_cpu_share"),
         budget=summary_steps(summary["preset"]["run"]),
+        final=finals[-1] if finals else None,
         **games_from(run_dir, greedy),
     )
 
@@ -208,7 +213,7 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
     head = [f"steps to {lv}" for lv in levels] + [f"min to {lv}" for lv in levels]
     head += ["greedy solve", "greedy low after", "games after (mean)", "greedy to book's"]
     head += ["FPS", "best smoothed"]
-    head += ["eval CPU", "play.py"]
+    head += ["eval CPU", "play.py", "final weights"]
     lines = ["| seed | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
 
     def cells(frames: list[float], fps: float | None, rest: list[str], ran: int | None) -> str:
@@ -225,7 +230,9 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         best = _best(r.best_smoothed, "")
         play = "" if r.play is None else f"{r.play:.1f}"
         after = "" if r.level_after is None else f"{r.games_after} ({r.level_after:+.1f})"
+        final = "" if r.final is None else f"{r.final:+.1f}"
         rest = [greedy, low, after, gap_cell, f"{r.fps:,.0f}", best, _share(r.eval_share), play]
+        rest.append(final)
         lines.append(f"| {r.seed} | " + cells(frames, fps, rest, r.frames) + " |")
     fps = fps_alone or float(np.median([r.fps for r in results]))
     plays = [r.play for r in results if r.play is not None]
@@ -233,9 +240,10 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
     levels_after = [r.level_after for r in results if r.level_after is not None]
     gaps = [g for g in map(greedy_gap, results) if g is not None]
     shares = [r.eval_share for r in results if r.eval_share is not None]
+    finals = [r.final for r in results if r.final is not None]
     for name, pick in (("median", median), ("worst", max)):
         frames = [pick([level_frames(r, lv) for r in results]) for lv in levels]
-        play = low = gap = after = ""
+        play = low = gap = after = final = ""
         share = _share(pick(shares)) if shares else ""
         if plays:
             play = f"{_score_pick(plays, name):.1f}"
@@ -245,7 +253,9 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
             gap = _frames(pick(gaps))
         if levels_after:
             after = f"({_score_pick(levels_after, name):+.1f})"
-        rest = ["", low, after, gap, "", "", share, play]
+        if finals:
+            final = f"{_score_pick(finals, name):+.1f}"
+        rest = ["", low, after, gap, "", "", share, play, final]
         lines.append(f"| **{name}** | " + cells(frames, fps, rest, None) + " |")
     solved = sum(r.solved for r in results)
     clock = f"{fps_alone:,.0f} FPS measured alone" if fps_alone else "each run's own FPS"
@@ -262,7 +272,8 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         "steps from it to the training score's solve. eval CPU: the evaluations' share of the "
         "run's CPU from the first on (the first always plays, so a run that ends soon after "
         "it reads above eval.max_cpu_share; eval.at_end's final one is left out). play.py: "
-        "best.pt's mean over greedy games.",
+        "best.pt's mean over greedy games. final weights: the weights the run ended with, "
+        "their greedy games' mean (eval.at_end; it counts in greedy low after).",
     ]
     return "\n".join(lines) + "\n"
 

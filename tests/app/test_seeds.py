@@ -44,6 +44,7 @@ def fake_run(
     old=False,
     eval_share=None,
     budget=1_500_000,
+    final=None,
 ):
     """A run directory; ``old``: its summary.json as earlier versions wrote it, saying
     frames (run.frames, solved_at_frames, ...) for agent steps."""
@@ -63,6 +64,8 @@ def fake_run(
     }
     if eval_share is not None:
         summary["eval_cpu_share"] = eval_share
+    if final is not None:  # eval.at_end's evaluation of the final weights
+        summary["evaluations"].append({steps: frames, "reward": final, "final": True})
     (path / "summary.json").write_text(json.dumps(summary))
     (path / "scores.csv").write_text(f"seconds,{steps},score,smoothed\n1,1000,-21,-21\n")
     if play is not None:
@@ -102,7 +105,7 @@ def test_table_reports_each_seed_then_median_and_worst(tmp_path):
     assert worst_cells[2:5] == ["0.50M", "0.80M", "not solved"]
     # minutes at each run's FPS (1000): 1.4M frames = 23.3 minutes
     assert median_cells[7] == "23.3"
-    assert worst_cells[-2] == "12.0" and median_cells[-2] == "15.5"  # play.py
+    assert worst_cells[-3] == "12.0" and median_cells[-3] == "15.5"  # play.py
     assert "2 of 3 seeds solved" in text
     assert (tmp_path / "seeds.png").is_file()
     assert json.loads((tmp_path / "seeds.json").read_text())["seeds"][2]["solved"] is False
@@ -131,6 +134,24 @@ def test_stability_columns_say_whether_the_greedy_agent_stayed_solved(tmp_path, 
     assert [cells["2"][i] for i in (9, 11)] == ["+12.5", "not by 0.40M"]  # training did not
     assert [cells["**worst**"][i] for i in (9, 11)] == ["+12.5", "not solved"]
     assert [cells["**median**"][i] for i in (9, 11)] == ["+12.5", "0.30M"]
+
+
+def test_the_final_weights_have_a_column_whose_worst_is_the_lowest(tmp_path):
+    reached = {"18": 1_000_000}
+    evals = [(700_000, 19.0)]
+    for seed, final in ((0, 20.4), (1, 3.6), (2, None)):
+        fake_run(
+            tmp_path / f"s{seed}", seed, reached, 1_000_000, True, greedy=700_000,
+            evaluations=evals, final=final,
+        )  # fmt: skip
+    results = [read_result(s, tmp_path / f"s{s}") for s in range(3)]
+    assert [r.final for r in results] == [20.4, 3.6, None]
+    assert [r.greedy_low for r in results] == [19.0, 3.6, 19.0]  # the final one is after
+    rows = [line.split("|") for line in table(results).splitlines() if line.startswith("| ")]
+    final = {row[1].strip(): row[-2].strip() for row in rows}
+    assert final["seed"] == "final weights"
+    assert [final[k] for k in ("0", "1", "2")] == ["+20.4", "+3.6", ""]
+    assert final["**worst**"] == "+3.6" and final["**median**"] == "+12.0"
 
 
 def test_games_after_the_greedy_solve_are_counted_with_their_mean(tmp_path):
