@@ -12,11 +12,12 @@ take at ``--fps``): what a run loses while evaluations are on, where the machine
 idle core. ``--backend ale`` plays greedy games of the same snapshot on ale-py's C++
 vector env instead (its own resize; one worker thread, one batched forward pass a step,
 every env stepped until the longest game ends): whether a faster env would make an
-evaluation cheaper. ``--as-run`` plays, once, the games the run's own evaluation of the
-checkpoint's weights plays (its seeds, epsilon and eval.max_frames): what ``eval.at_end``
-scores for the final weights of a run from before it, given its checkpoint.pt. A trained
-agent's games are the long ones (Pong's last 1,600 to 2,400 agent steps); an untrained
-one's are short, so give the run's best.pt.
+evaluation cheaper; ``--backend ale --episodes 40 --reps 1`` is also the quick way to see
+how many of 40 game starts a snapshot loses. ``--as-run`` plays, once, the games the run's
+own evaluation of the checkpoint's weights plays (its seeds, epsilon and eval.max_frames):
+what ``eval.at_end`` scores for the final weights of a run from before it, given its
+checkpoint.pt. A trained agent's games are the long ones (Pong's last 1,600 to 2,400
+agent steps); an untrained one's are short, so give the run's best.pt.
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ def play_as_run(ckpt: object, net: torch.nn.Module, episodes: int) -> list[float
             env.close()
 
 
+def lost_line(scores: list[float]) -> str:
+    """How many games the agent lost (scored below 0) and its lowest score: a mean of 10
+    says little where a snapshot wins most games 21-0 and loses some 0-21."""
+    return f"{sum(score < 0 for score in scores)} lost, lowest {min(scores):+.0f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -123,9 +130,9 @@ def main() -> None:
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         costs.append(cpu)
         print(
-            f"evaluation {rep}: mean {np.mean(scores):+.1f} over {len(scores)} games, "
-            f"{cpu:.1f} CPU s ({wall:.1f} s wall), {cpu / budget:.1%} of training's "
-            f"{budget:.0f} CPU s per {args.every:,} agent steps"
+            f"evaluation {rep}: mean {np.mean(scores):+.1f} over {len(scores)} games "
+            f"({lost_line(scores)}), {cpu:.1f} CPU s ({wall:.1f} s wall), "
+            f"{cpu / budget:.1%} of training's {budget:.0f} CPU s per {args.every:,} agent steps"
         )
     median = statistics.median(costs)
     print(

@@ -54,3 +54,8 @@ def test_as_run_plays_the_games_the_runs_own_evaluation_of_those_weights_plays()
     )
     assert eval_cost.play_as_run(ckpt, net, episodes=2) == evaluation.scores
     assert len(evaluation.scores) == 2
+
+
+def test_the_lost_games_and_the_lowest_score_are_said():
+    assert eval_cost.lost_line([20.0, -21.0, 19.0, -3.0]) == "2 lost, lowest -21"
+    assert eval_cost.lost_line([20.0, 0.0]) == "0 lost, lowest +0"
