@@ -95,6 +95,23 @@ class Actor:
         if venv.stage_timer is not None:
             prof.split("env step", venv.stage_timer)
         self.obs, _ = venv.reset(seed=seed)
+        # envs whose game in progress must not be scored (begun in ``spread``)
+        self.unscored = np.zeros(self.num_envs, dtype=bool)
+
+    def spread(self, most: int, epsilon: float) -> None:
+        """Env i plays a random number of random actions, 0 to ``most`` (drawn from the
+        actor's RNG), the others acting with ``net`` at ``epsilon`` meanwhile; nothing is
+        written, and every env's game then in progress, or ended, is not scored: envs
+        reset together then play distinct games (``run.resume_spread``)."""
+        if most <= 0:
+            return
+        randoms = self.rng.integers(0, most + 1, self.num_envs)
+        for t in range(int(randoms.max())):
+            actions = act(self.net, self.obs, epsilon, self.actions, self.rng, self.device)[0]
+            actions, at_random = np.array(actions), randoms > t
+            actions[at_random] = self.rng.integers(0, self.actions, int(at_random.sum()))
+            self.obs, *_ = self.venv.step(actions)
+        self.unscored[:] = True
 
     def step(self, epsilon: float, sink: Sink | None = None) -> list[Game]:
         """One step of every env, written into ``sink`` (default: the actor's own; parallel
@@ -115,7 +132,12 @@ class Actor:
             sink.commit(
                 played, rewards, terminated, truncated=truncated, final_obs=final, cols=self.cols
             )
-        return finished_games(infos)
+        games = finished_games(infos)
+        if games and self.unscored.any():
+            ended = np.flatnonzero(infos["_episode"])
+            games = [game for game, i in zip(games, ended, strict=True) if not self.unscored[i]]
+            self.unscored[ended] = False
+        return games
 
     def worker_profiles(self) -> dict[str, dict[str, Any]]:
         """The env worker processes' profiles (subprocess backend), by name."""

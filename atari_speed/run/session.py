@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from atari_speed.agent.actor import Game
+from atari_speed.agent.actor import Actor, Game
 from atari_speed.agent.averaging import WeightAverage
 from atari_speed.agent.learner import Replay
 from atari_speed.agent.learning import Learning, make_learner
@@ -205,6 +205,18 @@ class Run:
             f"{time.perf_counter() - started:.1f} s{when}"
         )
         self.tracker.note_choices(replay_restored=self.restored)
+
+    def spread_after_resume(self, actor: Actor) -> None:
+        """After --resume, ``actor``'s envs, all just reset, first play apart
+        (``run.resume_spread``); said in one line."""
+        most = self.preset.run.resume_spread
+        if self.resumed_from is None or most <= 0 or self.done:
+            return
+        actor.spread(most, self.epsilon)
+        print(
+            f"--resume: each env played 0 to {most} random actions first, untrained and "
+            "unscored, so that the restarted envs play distinct games (run.resume_spread)"
+        )
 
     def save_replay(self) -> None:
         """Write the replay to replay.npz (if run.replay_save), atomically."""

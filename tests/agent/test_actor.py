@@ -177,3 +177,32 @@ def test_the_step_the_ale_backend_plays_after_a_lost_life_is_recorded_as_played(
     assert len(after_loss) >= 8
     lives_lost = len(after_loss) - len(games)
     assert sum(a == FIRE for a in after_loss) >= lives_lost, after_loss
+
+
+def test_spread_plays_apart_unrecorded_and_leaves_the_games_it_began_unscored():
+    replay = FrameReplay(100, 2, (1, 1, 1), 2)
+    venv = ScriptedVectorEnv()
+    net = TinyQ()
+    with torch.no_grad():
+        net.linear.weight.zero_()
+        net.linear.bias[:] = torch.tensor([0.0, 0.0, 1.0])  # action 2 is always best
+    rng = np.random.default_rng(3)
+    randoms = np.random.default_rng(3).integers(0, 41, 2)  # the spread's first draw
+    actor = Actor(venv, net, replay, slice(None), 0, rng, torch.device("cpu"), Profiler())
+    actor.spread(most=40, epsilon=0.0)
+    spread = np.stack(venv.actions)
+    assert len(spread) == randoms.max() > 0
+    # env i's first randoms[i] actions are random (three actions: some are not 2), then
+    # the network's (always 2)
+    for env in range(2):
+        assert (spread[: randoms[env], env] != 2).any()
+        assert (spread[randoms[env] :, env] == 2).all()
+    assert replay.written.tolist() == [0, 0]  # nothing recorded
+    # env 1's games last 4 steps: the one in progress when the spread ended is not scored,
+    # the next one is
+    games = [actor.step(epsilon=0.0) for _ in range(8)]
+    scored = [t for t, g in enumerate(games) if g]
+    assert len(scored) == 1 and games[scored[0]] == [Game(5.0, 4)]
+    assert scored[0] >= 4  # a whole game of the network's after the unscored one
+    actor.spread(most=0, epsilon=0.0)  # off: nothing played, scoring unchanged
+    assert len(venv.actions) == len(spread) + 8
