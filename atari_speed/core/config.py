@@ -130,9 +130,9 @@ class RunConfig:
         low=0,
     )
     resume_spread: int = doc(
-        "--resume in n-env mode: each env first plays a random number of random actions, "
-        "0 to this many, untrained, and its game then in progress is not scored. The envs "
-        "cannot be saved, so a resume restarts every game at once, and at a low epsilon a "
+        "--resume (n-env and parallel mode): each env first plays a random number of random "
+        "actions, 0 to this many, untrained, and its game then in progress is not scored. The "
+        "envs cannot be saved, so a resume restarts every game at once, and at a low epsilon a "
         "deterministic game (Pong without sticky actions) is played move for move on every "
         "env that drew the same of ALE's few no-op starts: PQN, which learns only from what "
         "its envs play now, would train on a few games copied many times; 0 = off",

@@ -96,7 +96,11 @@ class ActorProcess:
             raise
 
     def refresh_weights(self) -> None:
+        first = self.version < 0
         self.version = load_published(self.shared, self.net, self.version)
+        if first and self.version >= 0 and self.shared.spec.start_frames > 0:
+            # resumed: with the first weights in, the envs (all just reset) play apart
+            self.actor.spread(self.plan.preset.run.resume_spread, self.epsilon())
 
     def take_credits(self, n: int) -> bool:
         """``n`` frame credits, or False (none taken) if they did not come within WAIT s."""
@@ -228,6 +232,7 @@ def hear_actors(
 def run_parallel(run: Run) -> None:
     """The learner side of parallel mode: start the actors, learn, stop them on any exit;
     the replay is restored before they start and saved once they have stopped."""
+    run.spread_after_resume()  # the actors spread themselves; this says so
     shared = Shared.create(shared_spec(run), run.run_dir)
     try:
         with run.keep_replay(shared.replay):
@@ -268,6 +273,7 @@ def _learn(run: Run, shared: Shared, credits: Any, messages: Any, procs: list[mp
 def run_parallel_pqn(run: Run) -> None:
     """PQN's learner in parallel mode: start the actors, train on each rollout they fill,
     stop them on any exit."""
+    run.spread_after_resume()  # the actors spread themselves; this says so
     shared = Shared.create(shared_spec(run), run.run_dir)
     try:
         messages, procs = start_actors(run, shared, actor_main, (None,))

@@ -206,13 +206,15 @@ class Run:
         )
         self.tracker.note_choices(replay_restored=self.restored)
 
-    def spread_after_resume(self, actor: Actor) -> None:
-        """After --resume, ``actor``'s envs, all just reset, first play apart
-        (``run.resume_spread``); said in one line."""
+    def spread_after_resume(self, actor: Actor | None = None) -> None:
+        """After --resume, the envs, all just reset, first play apart (``run.resume_spread``):
+        ``actor``'s here, or (None) parallel mode's actors', each once its first weights are
+        in (``ActorProcess.refresh_weights``); said in one line."""
         most = self.preset.run.resume_spread
         if self.resumed_from is None or most <= 0 or self.done:
             return
-        actor.spread(most, self.epsilon)
+        if actor is not None:
+            actor.spread(most, self.epsilon)
         print(
             f"--resume: each env played 0 to {most} random actions first, untrained and "
             "unscored, so that the restarted envs play distinct games (run.resume_spread)"

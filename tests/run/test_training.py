@@ -261,6 +261,7 @@ def kill_and_resume(run_dir: Path, start: list[str], kills: list[tuple[int, Call
     assert kept
     out = train("--resume", checkpoint)
     assert out.returncode == 0, out.stderr
+    assert "run.resume_spread" in out.stdout  # the restarted envs played apart first
     assert_no_shm_left(shm_before, out.stderr)
     s = summary(run_dir)
     assert s["evaluations"][: len(kept)] == kept
