@@ -202,11 +202,16 @@ class RayActor:
 
         return os.getpid(), ray.get_runtime_context().get_node_id()
 
-    def play(self, weights: np.ndarray | None, epsilon: float) -> tuple[dict[str, Any], list[Game]]:
+    def play(
+        self, weights: np.ndarray | None, epsilon: float, spread: int = 0
+    ) -> tuple[dict[str, Any], list[Game]]:
         """The next batch, played with ``weights`` (if new) at ``epsilon``, and the games
-        that ended in it."""
+        that ended in it; ``spread`` > 0: the envs first play apart (``Actor.spread``), as
+        a resumed run's first batch does (``run.resume_spread``)."""
         if weights is not None:
             load_flat(self.net, torch.from_numpy(weights))
+        if spread > 0:
+            self.actor.spread(spread, epsilon)
         games: list[Game] = []
         recorder = self.recorder
         recorder.clear()
@@ -403,6 +408,8 @@ class RayActors:
         self.version = 0  # weights published so far
         self.weights: Any = None  # the latest published, in the object store
         self.sent = [-1] * self.count  # the version each actor has
+        # a resumed run's actors, all reset at once, spread their envs in their first batch
+        self.to_spread = set(range(self.count)) if run.resumed_from is not None else set()
         for i in range(self.count):
             self.handles[i] = self._new(i)
         try:
@@ -438,7 +445,9 @@ class RayActors:
         epsilon = fixed if fixed is not None else epsilon_at(explore, frames)
         weights = self.weights if self.sent[i] < self.version else None
         self.sent[i] = self.version
-        ref = self.handles[i].play.remote(weights, epsilon)
+        spread = self.run.preset.run.resume_spread if i in self.to_spread else 0
+        self.to_spread.discard(i)
+        ref = self.handles[i].play.remote(weights, epsilon, spread)
         self.pending[ref], self.asked[ref] = i, time.monotonic()
 
     def receive(self) -> tuple[list[tuple[int, dict[str, Any]]], list[Game], list[int]]:
@@ -570,6 +579,7 @@ def run_ray(run: Run) -> None:
     if not pqn:
         replay = run.new_replay(plan.total_envs)
     kept = contextlib.nullcontext() if replay is None else run.keep_replay(replay)
+    run.spread_after_resume()  # each actor spreads its envs in its first batch; said here
     with ray_session(run) as ray, kept:
         actors = RayActors(ray, run)
         try:

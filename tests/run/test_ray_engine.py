@@ -189,6 +189,18 @@ def test_pqn_on_two_ray_actors_trains_on_whole_rollouts(tmp_path):
 
 
 @pytest.mark.ray
+def test_a_resumed_ray_run_has_its_actors_spread_their_envs_first(tmp_path):
+    proc, _, err = train(*PQN_RAY_RUN, "--frames", "640", "--run-dir", str(tmp_path))
+    assert proc.returncode == 0, err
+    checkpoint = tmp_path / "checkpoint.pt"
+    proc, out, err = train("--resume", str(checkpoint), "--frames", "1280")
+    assert proc.returncode == 0, err
+    assert "run.resume_spread" in out  # each actor's first batch began with the spread
+    assert load_checkpoint(checkpoint).frames >= 1280
+    assert until(lambda: ray_processes(proc.pid) == [])
+
+
+@pytest.mark.ray
 @pytest.mark.parametrize("args", [RAY_RUN, PQN_RAY_RUN], ids=["dqn", "pqn"])
 def test_a_killed_ray_actor_is_restarted_and_the_run_completes(tmp_path, args):
     proc = start_script(
