@@ -180,7 +180,9 @@ def test_a_busy_moment_slows_both_precisions_alike(monkeypatch):
     class Learner:
         def step(self, *args):
             calls[0] += 1
-            time.sleep(0.012 if calls[0] <= 6 else 0.002)
+            # sleeps long enough that a loaded machine's oversleep (a millisecond or so)
+            # stays well inside choose_precision's 10% margin
+            time.sleep(0.100 if calls[0] <= 6 else 0.020)
 
     monkeypatch.setattr(learning, "make_learner", lambda *a, **k: Learner())
     preset = load_preset("pong-fast")
