@@ -135,8 +135,9 @@ class RunConfig:
         "envs cannot be saved, so a resume restarts every game at once, and at a low epsilon a "
         "deterministic game (Pong without sticky actions) is played move for move on every "
         "env that drew the same of ALE's few no-op starts: PQN, which learns only from what "
-        "its envs play now, would train on a few games copied many times; 0 = off",
-        256,
+        "its envs play now, would train on a few games copied many times; 0 = off (one "
+        "seed resumed with 256 solved no sooner than without: docs/log/pong-fast.md)",
+        0,
         low=0,
     )
     channels_last: bool = doc(

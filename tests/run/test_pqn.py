@@ -55,6 +55,8 @@ def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
         str(tmp_path),
         "--resume",
         str(pqn_run / "checkpoint.pt"),
+        "--set",
+        "run.resume_spread=64",
     )
     assert out.returncode == 0, out.stderr
     # the restarted envs first played apart (not counted as agent steps), and said so

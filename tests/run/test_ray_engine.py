@@ -190,7 +190,8 @@ def test_pqn_on_two_ray_actors_trains_on_whole_rollouts(tmp_path):
 
 @pytest.mark.ray
 def test_a_resumed_ray_run_has_its_actors_spread_their_envs_first(tmp_path):
-    proc, _, err = train(*PQN_RAY_RUN, "--frames", "640", "--run-dir", str(tmp_path))
+    spread = ["--set", "run.resume_spread=64"]
+    proc, _, err = train(*PQN_RAY_RUN, *spread, "--frames", "640", "--run-dir", str(tmp_path))
     assert proc.returncode == 0, err
     checkpoint = tmp_path / "checkpoint.pt"
     proc, out, err = train("--resume", str(checkpoint), "--frames", "1280")

@@ -231,6 +231,9 @@ def descendants(pid: int) -> set[tuple[int, str]]:
     return found
 
 
+SPREAD = ["--set", "run.resume_spread=64"]  # kept by each bare --resume, which says so
+
+
 def kill_and_resume(run_dir: Path, start: list[str], kills: list[tuple[int, Callable]]) -> dict:
     """train.py ``start`` in ``run_dir``, killed by each ``kill(proc)`` once it has trained
     its frames, resumed in place each time with a bare --resume, then run to its end;
@@ -295,7 +298,7 @@ def kill_the_group(proc: subprocess.Popen) -> None:
 
 
 def test_a_run_killed_and_resumed_in_place_is_one_run(tmp_path):
-    start = ["--preset", "pong-nenv", "--envs", "8", *KILLED]
+    start = ["--preset", "pong-nenv", "--envs", "8", *KILLED, *SPREAD]
     # the last checkpoint resumed holds the evaluation at 2400 frames (finished by 3600)
     s = kill_and_resume(tmp_path, start, [(1500, kill_the_learner), (3700, kill_the_group)])
     assert (s["envs"], s["precision"], s["mode"]) == (8, "fp32", "n-env")
@@ -303,7 +306,7 @@ def test_a_run_killed_and_resumed_in_place_is_one_run(tmp_path):
 
 def test_a_parallel_run_killed_and_resumed_in_place_is_one_run(tmp_path):
     # The actor process must go with the learner, and the run's shared memory with the run.
-    start = ["--preset", "pong-parallel", "--set", "run.actors=1", "--envs", "4", *KILLED]
+    start = ["--preset", "pong-parallel", "--set", "run.actors=1", "--envs", "4", *KILLED, *SPREAD]
     s = kill_and_resume(tmp_path, start, [(1500, kill_the_learner), (3700, kill_the_group)])
     assert (s["envs"], s["precision"], s["mode"]) == (4, "fp32", "parallel")
     assert s["choices"]["actors"] == 1
