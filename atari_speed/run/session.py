@@ -216,7 +216,7 @@ class Run:
         if actor is not None:
             actor.spread(most, self.epsilon)
         print(
-            f"--resume: each env played 0 to {most} random actions first, untrained and "
+            f"--resume: each env first plays 0 to {most} random actions, untrained and "
             "unscored, so that the restarted envs play distinct games (run.resume_spread)"
         )
 

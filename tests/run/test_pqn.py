@@ -60,7 +60,7 @@ def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     # the restarted envs first played apart (not counted as agent steps), and said so
-    assert "random actions first" in out.stdout and "run.resume_spread" in out.stdout
+    assert "first plays 0 to 64 random actions" in out.stdout and "run.resume_spread" in out.stdout
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     assert data.frames == 1536 and data.learner["updates"] == 64 + 8 * 4
 
