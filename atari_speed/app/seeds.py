@@ -71,6 +71,10 @@ class SeedResult:
     # ended with still plays the game, which best.pt (the best-evaluated snapshot) does not
     # say; None where the run made none
     final: float | None = None
+    # the agent steps at which the run was resumed (summary.json's resumed_at_steps): its
+    # games after are not the uninterrupted run's; empty for a run never stopped, or from
+    # a version before the field
+    resumed_at: tuple[int, ...] = ()
 
     @property
     def solve_frames(self) -> float:
@@ -118,6 +122,7 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
         eval_share=summary.get("eval_cpu_share"),
         budget=summary_steps(summary["preset"]["run"]),
         final=finals[-1] if finals else None,
+        resumed_at=tuple(summary.get("resumed_at_steps", ())),
         **games_from(run_dir, greedy),
     )
 
@@ -275,6 +280,17 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         "best.pt's mean over greedy games. final weights: the weights the run ended with, "
         "their greedy games' mean (eval.at_end; it counts in greedy low after).",
     ]
+    resumed = [r for r in results if r.resumed_at]
+    if resumed:
+        where = "; ".join(
+            f"seed {r.seed} at {', '.join(_frames(f) for f in r.resumed_at)}" for r in resumed
+        )
+        lines += [
+            "",
+            f"Resumed (--resume): {where}. A resume restarts every env's game at once, so the "
+            "games after it are not the uninterrupted run's and its solve can come later "
+            "(docs/usage.md).",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -87,6 +87,9 @@ class Record:
     seconds_before: float = 0.0
     cpu_seconds_before: float = 0.0  # the same for the process's CPU time (all its threads)
     choices: dict[str, Any] = field(default_factory=dict)  # auto's, and the mode's loop's
+    # the agent steps at which the run was resumed: every env's game restarts there, so
+    # its games after are not those of the run uninterrupted (docs/usage.md, --resume)
+    resumed_at: list[int] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
@@ -387,6 +390,7 @@ class Tracker:
             "precision": "bf16" if self.plan.bf16 else "fp32",
             "update_to_data": self.update_to_data(),
             "choices": record.choices,
+            "resumed_at_steps": record.resumed_at,
             "preset": preset.to_dict(),
             "pipeline": self.plan.pipeline,
         }
@@ -441,6 +445,7 @@ class Tracker:
         record.scores.stop_reward = stop_reward  # a --set given with --resume may change it
         # this run's choices (a loop's threads, a --set's) over the first start's (auto's)
         record.choices = {**record.choices, **self.record.choices}
+        record.resumed_at = [*record.resumed_at, frames]
         self.record = record
         self.frames = frames
         self._window = (time.perf_counter(), frames)

@@ -45,6 +45,7 @@ def fake_run(
     eval_share=None,
     budget=1_500_000,
     final=None,
+    resumed_at=None,
 ):
     """A run directory; ``old``: its summary.json as earlier versions wrote it, saying
     frames (run.frames, solved_at_frames, ...) for agent steps."""
@@ -64,6 +65,8 @@ def fake_run(
     }
     if eval_share is not None:
         summary["eval_cpu_share"] = eval_share
+    if resumed_at is not None:
+        summary["resumed_at_steps"] = resumed_at
     if final is not None:  # eval.at_end's evaluation of the final weights
         summary["evaluations"].append({steps: frames, "reward": final, "final": True})
     (path / "summary.json").write_text(json.dumps(summary))
@@ -152,6 +155,19 @@ def test_the_final_weights_have_a_column_whose_worst_is_the_lowest(tmp_path):
     assert final["seed"] == "final weights"
     assert [final[k] for k in ("0", "1", "2")] == ["+20.4", "+3.6", ""]
     assert final["**worst**"] == "+3.6" and final["**median**"] == "+12.0"
+
+
+def test_resumed_runs_are_named_under_the_table_with_where_they_were_resumed(tmp_path):
+    reached = {"18": 1_000_000}
+    fake_run(tmp_path / "s0", 0, reached, 1_000_000, True)
+    fake_run(tmp_path / "s1", 1, reached, 1_000_000, True, resumed_at=[])
+    fake_run(tmp_path / "s7", 7, reached, 1_000_000, True, resumed_at=[507_904, 1_001_472])
+    results = [read_result(s, tmp_path / f"s{s}") for s in (0, 1, 7)]
+    assert [r.resumed_at for r in results] == [(), (), (507_904, 1_001_472)]
+    text = table(results)
+    assert "Resumed (--resume): seed 7 at 0.51M, 1.00M." in text
+    assert "seed 0" not in text and "seed 1" not in text
+    assert "Resumed" not in table(results[:2])
 
 
 def test_games_after_the_greedy_solve_are_counted_with_their_mean(tmp_path):

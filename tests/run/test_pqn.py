@@ -63,6 +63,10 @@ def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
     assert "first plays 0 to 64 random actions" in out.stdout and "run.resume_spread" in out.stdout
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     assert data.frames == 1536 and data.learner["updates"] == 64 + 8 * 4
+    resumed = json.loads((tmp_path / "summary.json").read_text())["resumed_at_steps"]
+    assert resumed == [1024]  # where it was resumed, for the seed benchmark to say
+    first = json.loads((pqn_run / "summary.json").read_text())["resumed_at_steps"]
+    assert first == []
 
 
 def test_play_plays_a_pqn_checkpoint(pqn_run):

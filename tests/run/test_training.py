@@ -267,6 +267,8 @@ def kill_and_resume(run_dir: Path, start: list[str], kills: list[tuple[int, Call
     assert "run.resume_spread" in out.stdout  # the restarted envs played apart first
     assert_no_shm_left(shm_before, out.stderr)
     s = summary(run_dir)
+    assert len(s["resumed_at_steps"]) == len(kills)  # each resume, where it went on
+    assert s["resumed_at_steps"] == sorted(s["resumed_at_steps"])
     assert s["evaluations"][: len(kept)] == kept
     assert s["steps"] >= first_preset["run"]["steps"] and s["preset"] == first_preset
     evaluations = [e["steps"] for e in s["evaluations"]]
