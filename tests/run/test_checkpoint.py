@@ -174,6 +174,8 @@ def test_a_resumed_run_has_the_saved_learner_stats_and_rng_states(tmp_path, pres
         assert record.pop("seconds_before") >= saved_record.pop("seconds_before") > 0
         # and its CPU clock
         assert record.pop("cpu_seconds_before") >= saved_record.pop("cpu_seconds_before") > 0
+        # and it notes where it was resumed
+        assert (saved_record.pop("resumed_at"), record.pop("resumed_at")) == ([], [96])
         assert_same(saved_stats, stats, "stats")
         assert second.rng.bit_generator.state == saved_numpy
         assert torch.equal(torch.get_rng_state(), saved_torch)

@@ -201,6 +201,8 @@ def test_a_resume_keeps_everything_the_summary_tells_of_the_runs_past(tmp_path):
         assert after.pop(key) == pytest.approx(before.pop(key), rel=1e-3), key
     for key in ("cpu_seconds", "eval_cpu_share"):  # and the CPU clock, from ~100 s
         assert after.pop(key) == pytest.approx(before.pop(key), rel=1e-2), key
+    # the one thing a resume adds: where it went on
+    assert (before.pop("resumed_at_steps"), after.pop("resumed_at_steps")) == ([], [1000])
     assert after == before
     assert after["evaluations"][0] == {
         "steps": 800,
