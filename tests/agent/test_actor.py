@@ -70,6 +70,15 @@ class TinyQ(torch.nn.Module):
         return self.linear(x.float().flatten(1))
 
 
+def always_two() -> TinyQ:
+    """A TinyQ whose greedy action is always 2."""
+    net = TinyQ()
+    with torch.no_grad():
+        net.linear.weight.zero_()
+        net.linear.bias[:] = torch.tensor([0.0, 0.0, 1.0])
+    return net
+
+
 def test_actor_writes_its_columns_and_reports_games():
     gamma = 0.5
     replay = FrameReplay(200, 4, (1, 1, 1), 2, n_steps=1, gamma=gamma)
@@ -107,10 +116,7 @@ def test_actor_writes_its_columns_and_reports_games():
 def test_greedy_actor_acts_with_the_network_and_random_one_without():
     replay = FrameReplay(100, 2, (1, 1, 1), 2)
     venv = ScriptedVectorEnv()
-    net = TinyQ()
-    with torch.no_grad():
-        net.linear.weight.zero_()
-        net.linear.bias[:] = torch.tensor([0.0, 0.0, 1.0])  # action 2 is always best
+    net = always_two()
     actor = Actor(
         venv, net, replay, slice(None), 0, np.random.default_rng(0), torch.device("cpu"), Profiler()
     )
@@ -182,10 +188,7 @@ def test_the_step_the_ale_backend_plays_after_a_lost_life_is_recorded_as_played(
 def test_spread_plays_apart_unrecorded_and_leaves_the_games_it_began_unscored():
     replay = FrameReplay(100, 2, (1, 1, 1), 2)
     venv = ScriptedVectorEnv()
-    net = TinyQ()
-    with torch.no_grad():
-        net.linear.weight.zero_()
-        net.linear.bias[:] = torch.tensor([0.0, 0.0, 1.0])  # action 2 is always best
+    net = always_two()
     rng = np.random.default_rng(3)
     randoms = np.random.default_rng(3).integers(0, 41, 2)  # the spread's first draw
     actor = Actor(venv, net, replay, slice(None), 0, rng, torch.device("cpu"), Profiler())
