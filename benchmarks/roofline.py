@@ -16,7 +16,8 @@ optimizer, copies) are bound by memory traffic and overheads instead.
     uv run benchmarks/roofline.py --network nature --act 128   # atari-84's update and acting
 
 ``--levers`` times today's update against torch.compile of the network, in-place ReLUs
-and NCHW weights and frames, interleaved. ``--eval-beside`` runs the learner alone, then
+and NCHW weights and frames, interleaved, in fp32 and (on a CPU with bf16 units) under
+bf16 autocast. ``--eval-beside`` runs the learner alone, then
 beside a thread playing greedy games as pong-fast's evaluation does (10 games side by
 side, one batched forward pass a step), at the process's threads, at one thread while
 the games play, and with the games' thread at the lowest priority (nice 19), and says the
@@ -187,12 +188,13 @@ def profile_update(
     return wall, dict(parts)
 
 
-def act_ms(network: str, envs: int, reps: int) -> float:
-    """Median milliseconds of one no-grad fp32 forward pass over ``envs`` frames, as a
-    run picks its envs' actions."""
-    net = learner(False, network).net.eval()
+def act_ms(network: str, envs: int, reps: int, bf16: bool = False) -> float:
+    """Median milliseconds of one no-grad forward pass over ``envs`` frames, as a run picks
+    its envs' actions: fp32, or under bf16 autocast (the learner's, output layer in fp32)."""
+    pqn = learner(bf16, network)
+    net = pqn.net.eval()
     obs = frames(network, envs, np.random.default_rng(0))
-    with torch.no_grad():
+    with torch.no_grad(), pqn.autocast():
         return seconds_per_call(lambda: net(obs), 20, reps) * 1e3
 
 
@@ -210,24 +212,26 @@ def minibatch(network: str = "small") -> tuple[torch.Tensor, torch.Tensor, torch
     return obs.contiguous(memory_format=torch.channels_last), actions, returns
 
 
-def levers(reps: int, updates: int, network: str = "small") -> None:
-    """Today's fp32 update against the changes the profile points to, interleaved."""
+def levers(reps: int, updates: int, network: str = "small", bf16: bool = False) -> None:
+    """Today's update (fp32, or under bf16 autocast) against the changes the profile points
+    to, interleaved."""
     obs, actions, returns = minibatch(network)
+    precision = "bf16 autocast" if bf16 else "fp32"
     rows: dict[str, tuple[QLambdaLearner, torch.Tensor]] = {
-        "today's (fp32, channels-last)": (learner(False, network), obs)
+        f"today's ({precision}, channels-last)": (learner(bf16, network), obs)
     }
-    compiled = learner(False, network)
+    compiled = learner(bf16, network)
     compiled.net = torch.compile(compiled.net)
     start = time.perf_counter()
     compiled.step(obs, actions, returns)
     compile_s = time.perf_counter() - start
     rows[f"torch.compile of the network ({compile_s:.0f} s to compile)"] = (compiled, obs)
-    in_place = learner(False, network)
+    in_place = learner(bf16, network)
     for module in in_place.net.modules():
         if isinstance(module, nn.ReLU):
             module.inplace = True
     rows["ReLU in place"] = (in_place, obs)
-    nchw = learner(False, network)
+    nchw = learner(bf16, network)
     nchw.net.to(memory_format=torch.contiguous_format)
     rows["weights and frames NCHW"] = (nchw, obs.contiguous())
     times: dict[str, list[float]] = {name: [] for name in rows}
@@ -332,6 +336,8 @@ def main() -> None:
         print(f"{cpu_info()[0] or 'CPU'}, {threads} thread(s), torch {torch.__version__}")
         if args.levers:
             levers(args.reps, args.updates, args.network)
+            if cpu_info()[1]:  # bf16 units: the levers under bf16 autocast too
+                levers(args.reps, args.updates, args.network, bf16=True)
         if args.eval_beside:
             eval_beside(threads, seconds=4.0)
         return
@@ -362,6 +368,13 @@ def main() -> None:
         f"channels-last) {acting:.1f} ms, {act_flops / acting / 1e6:,.0f} GFLOP/s "
         f"({act_flops / acting / 1e6 / peak['fp32']:.0%} of the fp32 matmul ceiling)"
     )
+    if bf16_units:
+        acting_bf16 = act_ms(network, args.act, args.reps, bf16=True)
+        print(
+            f"acting under bf16 autocast: {acting_bf16:.1f} ms, {acting / acting_bf16:.2f}x "
+            f"fp32's speed ({act_flops / acting_bf16 / 1e6 / peak['bf16']:.0%} of the bf16 "
+            "matmul ceiling)"
+        )
     total_flops = sum(flops.values())
     fp32_ms = math.nan
     for precision in ("fp32", "bf16"):
