@@ -70,3 +70,20 @@ def test_without_bf16_units_bf16_is_timed_not_tabled(monkeypatch, capsys):
     assert "of the fp32 matmul ceiling |" in out
     line = next(ln for ln in out.splitlines() if ln.startswith("### one update, bf16:"))
     assert re.search(r"\d+\.\dx the fp32 update's time: this CPU has no bf16 units", line)
+
+
+def test_with_bf16_units_acting_is_timed_in_both_precisions(monkeypatch, capsys):
+    # where bf16 pays (a Zen 4's avx512_bf16 ran atari-84's acting 1.65x faster), the
+    # acting line has a bf16 twin and both updates get a table by part
+    monkeypatch.setattr(roofline, "cpu_info", lambda: ("Some CPU", ["avx512_bf16"]))
+    monkeypatch.setattr(roofline, "MINIBATCH", 8)
+    monkeypatch.setattr(
+        "sys.argv", ["roofline.py", "--reps", "1", "--updates", "1", "--matmul", "64", "--act", "4"]
+    )
+    roofline.main()
+    out = capsys.readouterr().out
+    assert re.search(r"^acting: one fp32 forward pass of 4 envs' frames", out, re.M)
+    line = next(ln for ln in out.splitlines() if ln.startswith("acting under bf16 autocast:"))
+    assert re.search(r"\d+\.\d ms, \d+\.\d\dx fp32's speed", line)
+    assert out.count("| part | ms per update |") == 2
+    assert "of the bf16 matmul ceiling |" in out
