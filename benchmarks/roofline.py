@@ -332,11 +332,12 @@ def main() -> None:
         parser.error("--eval-beside plays pong-fast's games: its network is small")
     threads = len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
+    model, bf16_units = cpu_info()
     if args.levers or args.eval_beside:
-        print(f"{cpu_info()[0] or 'CPU'}, {threads} thread(s), torch {torch.__version__}")
+        print(f"{model or 'CPU'}, {threads} thread(s), torch {torch.__version__}")
         if args.levers:
             levers(args.reps, args.updates, args.network)
-            if cpu_info()[1]:  # bf16 units: the levers under bf16 autocast too
+            if bf16_units:  # the levers under bf16 autocast too
                 levers(args.reps, args.updates, args.network, bf16=True)
         if args.eval_beside:
             eval_beside(threads, seconds=4.0)
@@ -346,7 +347,6 @@ def main() -> None:
         "bf16": matmul_gflops(torch.bfloat16, args.matmul, args.reps),
     }
     bandwidth = copy_gbytes(256, args.reps)
-    model, bf16_units = cpu_info()
     print(
         f"{model or 'CPU'} (bf16 units: {', '.join(bf16_units) or 'none'}), {threads} thread(s), "
         f"torch {torch.__version__}"

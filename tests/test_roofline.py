@@ -73,8 +73,8 @@ def test_without_bf16_units_bf16_is_timed_not_tabled(monkeypatch, capsys):
 
 
 def test_with_bf16_units_acting_is_timed_in_both_precisions(monkeypatch, capsys):
-    # where bf16 pays (a Zen 4's avx512_bf16 ran atari-84's acting 1.65x faster), the
-    # acting line has a bf16 twin and both updates get a table by part
+    # where the CPU has bf16 units the acting line has a bf16 twin and both updates get a
+    # table by part
     monkeypatch.setattr(roofline, "cpu_info", lambda: ("Some CPU", ["avx512_bf16"]))
     monkeypatch.setattr(roofline, "MINIBATCH", 8)
     monkeypatch.setattr(

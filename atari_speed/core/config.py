@@ -135,9 +135,8 @@ class RunConfig:
         "envs cannot be saved, so a resume restarts every game at once, and at a low epsilon a "
         "deterministic game (Pong without sticky actions) is played move for move on every "
         "env that drew the same of ALE's few no-op starts: PQN, which learns only from what "
-        "its envs play now, would train on a few games copied many times; 0 = off (one "
-        "seed resumed with 256 or 2048 still solved 0.1M agent steps late: "
-        "docs/log/pong-fast.md)",
+        "its envs play now, would train on a few games copied many times; 0 = off (what a "
+        "spread did and did not mend: docs/log/pong-fast.md)",
         0,
         low=0,
     )
