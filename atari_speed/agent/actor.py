@@ -97,6 +97,8 @@ class Actor:
         self.obs, _ = venv.reset(seed=seed)
         # envs whose game in progress must not be scored (begun in ``spread``)
         self.unscored = np.zeros(self.num_envs, dtype=bool)
+        # each env's agent steps into its game in progress, for a checkpoint (``realign``)
+        self.phases = np.zeros(self.num_envs, dtype=np.int64)
 
     def spread(self, most: int, epsilon: float) -> None:
         """Env i plays a random number of random actions, 0 to ``most`` (drawn from the
@@ -112,6 +114,29 @@ class Actor:
             actions[at_random] = self.rng.integers(0, self.actions, int(at_random.sum()))
             self.obs, *_ = self.venv.step(actions)
         self.unscored[:] = True
+
+    def realign(self, phases: np.ndarray, epsilon: float) -> None:
+        """Bring env i, just reset, to ``phases[i]`` agent steps into a game of ``net``'s at
+        ``epsilon``, as it was when a checkpoint was written (``run.resume_phases``): the
+        envs play ``max(phases)`` steps, env i starting a new game (a partial reset) when
+        ``phases[i]`` remain. Nothing is written; a game that ends meanwhile is not scored,
+        but the games in progress afterwards are: they are the network's own, begun at the
+        points of their games the checkpoint's envs were at, so the rollouts that follow
+        come from games at those points, not all from games' openings."""
+        phases = np.asarray(phases, dtype=np.int64)
+        steps = int(phases.max(initial=0))
+        for t in range(steps + 1):
+            starting = steps - phases == t
+            if starting.any():
+                self.obs, _ = self.venv.reset(options={"reset_mask": starting})
+                self.phases[starting] = 0
+            if t < steps:
+                actions = act(self.net, self.obs, epsilon, self.actions, self.rng, self.device)[0]
+                self.obs, *_, infos = self.venv.step(actions)
+                self.phases += 1
+                if "_episode" in infos:  # a game shorter than its phase: the next one's
+                    self.phases[infos["_episode"]] = 0
+        self.unscored[:] = False
 
     def step(self, epsilon: float, sink: Sink | None = None) -> list[Game]:
         """One step of every env, written into ``sink`` (default: the actor's own; parallel
@@ -132,7 +157,10 @@ class Actor:
             sink.commit(
                 played, rewards, terminated, truncated=truncated, final_obs=final, cols=self.cols
             )
+        self.phases += 1
         games = finished_games(infos)
+        if games:
+            self.phases[infos["_episode"]] = 0
         if games and self.unscored.any():
             ended = np.flatnonzero(infos["_episode"])
             games = [game for game, i in zip(games, ended, strict=True) if not self.unscored[i]]

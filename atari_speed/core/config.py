@@ -129,6 +129,18 @@ class RunConfig:
         0,
         low=0,
     )
+    resume_phases: int = doc(
+        "--resume (n-env mode): the checkpoint holds how many agent steps each env was into "
+        "its game, and each env, restarted, is first brought back to that point of a game "
+        "of the network's, untrained and uncounted (up to this many steps; 0 = off). The "
+        "emulators cannot be saved, so without it every game restarts at once and the first "
+        "rollouts all come from games' openings, played move for move on every env that drew "
+        "the same no-op start where the game is deterministic (Pong without sticky actions); "
+        "PQN, which learns only from what its envs play now, would train on those copies. "
+        "Checkpoints without phases, and parallel mode, fall back to resume_spread",
+        10_000,
+        low=0,
+    )
     resume_spread: int = doc(
         "--resume (n-env and parallel mode): each env first plays a random number of random "
         "actions, 0 to this many, untrained, and its game then in progress is not scored. The "

@@ -12,7 +12,7 @@ from gymnasium.vector import AutoresetMode
 
 from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import resolve_game
-from atari_speed.envs.stepping import StepBuffers, VectorEnv
+from atari_speed.envs.stepping import StepBuffers, VectorEnv, reset_mask
 from atari_speed.envs.wrappers import FIRE, NOOP
 
 # In a step's infos where the env played other actions than it was given (the step after
@@ -67,11 +67,16 @@ class AleVectorEnv(VectorEnv):
         self._after_life_next = np.zeros(num_envs, dtype=bool)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        obs, info = self.ale.reset(seed=seed)
-        self.buf.game_reward[:] = 0
-        self.buf.game_steps[:] = 0
-        self._prev_frame[:] = info["episode_frame_number"]
-        self._after_life_next[:] = False
+        mask = reset_mask(options, self.num_envs)
+        if mask is None:
+            obs, info = self.ale.reset(seed=seed)
+            mask = np.ones(self.num_envs, dtype=bool)
+        else:
+            obs, info = self.ale.reset(seed=seed, options={"reset_mask": mask})
+        self.buf.game_reward[mask] = 0
+        self.buf.game_steps[mask] = 0
+        self._prev_frame[mask] = info["episode_frame_number"][mask]
+        self._after_life_next[mask] = False
         return obs, {}
 
     def step(self, actions: np.ndarray):

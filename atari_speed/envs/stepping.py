@@ -19,7 +19,7 @@ from gymnasium.vector import AutoresetMode
 
 from atari_speed.core.shm import Layout, arrays_over, layout_nbytes
 from atari_speed.core.timing import StageTimer
-from atari_speed.envs.wrappers import StackedFrames
+from atari_speed.envs.wrappers import NEW_GAME, StackedFrames
 
 
 @dataclass
@@ -75,12 +75,32 @@ def _write(dst: np.ndarray, obs: Any) -> None:
         dst[...] = obs
 
 
-def reset_envs(envs: Sequence[gym.Env], buf: StepBuffers, first: int, seeds: Sequence) -> None:
-    """Reset envs ``first..first+len(envs)-1`` of the batch into ``buf``."""
+def reset_envs(
+    envs: Sequence[gym.Env],
+    buf: StepBuffers,
+    first: int,
+    seeds: Sequence,
+    only: Sequence[bool] | None = None,
+) -> None:
+    """Reset envs ``first..first+len(envs)-1`` of the batch into ``buf``; with ``only``
+    (one flag per env of the slice), just those flagged, the others left as they are."""
     for j, env in enumerate(envs):
-        obs, _ = env.reset(seed=seeds[j])
+        if only is not None and not only[j]:
+            continue
+        obs, _ = env.reset(seed=seeds[j], options={NEW_GAME: True})
         _write(buf.obs[first + j], obs)
-    buf.game_over[first : first + len(envs)] = False
+        buf.game_over[first + j] = False
+
+
+def reset_mask(options: dict | None, num_envs: int) -> np.ndarray | None:
+    """gymnasium's ``options["reset_mask"]``: a bool array, one flag per env, of the envs a
+    ``reset`` resets (the others keep their games and observations); None: all of them."""
+    if options is None or "reset_mask" not in options:
+        return None
+    mask = options["reset_mask"]
+    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (num_envs,):
+        raise ValueError(f"reset_mask must be a bool numpy array of shape ({num_envs},)")
+    return mask
 
 
 def step_envs(envs: Sequence[gym.Env], buf: StepBuffers, first: int) -> None:
@@ -175,7 +195,7 @@ class SyncVectorEnv(VectorEnv):
         )
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        reset_envs(self.envs, self.buf, 0, self._seeds(seed))
+        reset_envs(self.envs, self.buf, 0, self._seeds(seed), reset_mask(options, self.num_envs))
         return self.buf.obs, {}
 
     def step(self, actions: np.ndarray):

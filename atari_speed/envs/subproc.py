@@ -27,7 +27,7 @@ from atari_speed.core.errors import WorkerError
 from atari_speed.core.shm import attach
 from atari_speed.core.timing import Profiler, StageTimer
 from atari_speed.envs.pipeline import make_env
-from atari_speed.envs.stepping import StepBuffers, VectorEnv, reset_envs, step_envs
+from atari_speed.envs.stepping import StepBuffers, VectorEnv, reset_envs, reset_mask, step_envs
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -104,7 +104,7 @@ def _worker(
                     step_envs(envs, buf, first)
             elif command == "reset":
                 with prof.section("env step"):  # the stage taps time resets as steps
-                    reset_envs(envs, buf, first, payload)
+                    reset_envs(envs, buf, first, *payload)
             elif command == "profile":
                 reply = prof.report()
             elif command == "close":
@@ -242,9 +242,12 @@ class SubprocessVectorEnv(VectorEnv):
             raise
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        seeds = self._seeds(seed)
+        seeds, mask = self._seeds(seed), reset_mask(options, self.num_envs)
         splits = np.array_split(np.arange(self.num_envs), len(self.workers))
-        self._command("reset", [[seeds[i] for i in ids] for ids in splits])
+        self._command(
+            "reset",
+            [([seeds[i] for i in ids], None if mask is None else mask[ids]) for ids in splits],
+        )
         return self.buf.obs, {}
 
     def worker_profiles(self) -> dict[str, dict[str, Any]]:

@@ -30,6 +30,9 @@ FIRE = 1  # where a game has FIRE as its action 1 (``fires_at_1``)
 # In the info of a reset that only went on past a lost life (EpisodicLife): the game and
 # what the screen showed before it go on.
 GAME_GOES_ON = "game_goes_on"
+# In a reset's options: start a new game even where a life was lost and the game could go
+# on (EpisodicLife); the vector envs' own resets, full or partial, say it.
+NEW_GAME = "new_game"
 
 
 def fires_at_1(env: gym.Env) -> bool:
@@ -127,7 +130,8 @@ class MaxAndSkip(gym.Wrapper):
 class EpisodicLife(gym.Wrapper):
     """End the training episode when a life is lost; reset the game only when it is over.
 
-    After a life loss, ``reset`` does not restart the game: it plays one step and returns
+    After a life loss, ``reset`` does not restart the game (unless its ``options`` say
+    ``NEW_GAME``, as a vector env's own resets do): it plays one step and returns
     from there, NOOP (``after_life="noop"``, baselines') or, where the game's action 1 is
     FIRE, FIRE (``after_life="fire"``: what the ``ale`` backend plays in the agent's place
     after a lost life, ``atari_speed.envs.ale.fire_after_life_loss``). The reward and
@@ -151,7 +155,7 @@ class EpisodicLife(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        if self.game_over:
+        if self.game_over or (kwargs.get("options") or {}).get(NEW_GAME):
             obs, info = self.env.reset(**kwargs)
         else:
             obs, _, terminated, truncated, info = self.env.step(self.after_life)

@@ -48,6 +48,8 @@ class Checkpoint:
     stats: dict[str, Any] | None = None  # the tracker's scores and wall time: to resume
     rng: dict[str, Any] | None = None  # numpy and torch RNG states: to resume
     average: dict[str, Any] | None = None  # eval.average_steps' averaged weights: to resume
+    # n-env mode: each env's agent steps into its game in progress (run.resume_phases)
+    env_phases: list[int] | None = None
 
     @property
     def resumable(self) -> bool:

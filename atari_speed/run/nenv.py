@@ -19,7 +19,7 @@ def run_nenv(run: Run) -> None:
         actor = Actor(
             venv, run.learner.net, replay, slice(None), preset.run.seed, run.rng, plan.device, prof
         )
-        run.spread_after_resume(actor)
+        run.start_actor(actor)
         with run.keep_replay(replay):
             _loop(run, actor, replay)
     finally:

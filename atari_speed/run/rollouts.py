@@ -18,7 +18,7 @@ def run_pqn(run: Run) -> None:
         actor = Actor(
             venv, run.learner.net, rollout, slice(None), preset.run.seed, run.rng, plan.device, prof
         )
-        run.spread_after_resume(actor)
+        run.start_actor(actor)
         prof.restart()
         while not run.done:
             rollout.clear()

@@ -80,6 +80,10 @@ class Run:
             )
             self.restored = 0  # transitions restored into this run's replay
             self.replay: FrameReplay | None = None  # kept on the way out (see keep_replay)
+            # n-env mode's actor, whose envs' phases checkpoints keep (``start_actor``), and
+            # the phases of the checkpoint resumed
+            self.actor: Actor | None = None
+            self.saved_phases: list[int] | None = None
             if checkpoint is not None:
                 self.resume(checkpoint)
             self.average = self.start_average(checkpoint)
@@ -205,6 +209,31 @@ class Run:
             f"{time.perf_counter() - started:.1f} s{when}"
         )
         self.tracker.note_choices(replay_restored=self.restored)
+
+    def start_actor(self, actor: Actor) -> None:
+        """n-env mode's actor, whose envs' phases the checkpoints keep from now on; after
+        --resume its envs, all just reset, are first brought back to the checkpoint's
+        phases (``run.resume_phases``), or else play apart (``resume_spread``)."""
+        self.actor = actor
+        limit = self.preset.run.resume_phases
+        phases = self.saved_phases
+        if self.resumed_from is None or self.done or not limit or phases is None:
+            self.spread_after_resume(actor)
+            return
+        if len(phases) != actor.num_envs:
+            print(
+                f"--resume: the checkpoint's {len(phases)} envs are not this run's "
+                f"{actor.num_envs}; its phases are not restored (run.resume_phases)"
+            )
+            self.spread_after_resume(actor)
+            return
+        started = time.perf_counter()
+        actor.realign(np.minimum(phases, limit), self.epsilon)
+        print(
+            f"--resume: each env brought back to the point of a game it was at (0 to "
+            f"{max(phases):,} agent steps in, {time.perf_counter() - started:.0f} s, "
+            "untrained and uncounted; run.resume_phases)"
+        )
 
     def spread_after_resume(self, actor: Actor | None = None) -> None:
         """After --resume, the envs, all just reset, first play apart (``run.resume_spread``):
@@ -386,6 +415,7 @@ class Run:
             if resumable
             else None,
             average=self.average.state_dict() if resumable and self.average is not None else None,
+            env_phases=self.actor.phases.tolist() if resumable and self.actor else None,
         )
         save_checkpoint(checkpoint, self.run_dir / name)
 
@@ -426,3 +456,4 @@ class Run:
         self.tracker.restore(checkpoint.stats, int(checkpoint.frames), own_logs=own_logs)
         self.rng.bit_generator.state = checkpoint.rng["numpy"]
         torch.set_rng_state(checkpoint.rng["torch"])
+        self.saved_phases = checkpoint.env_phases

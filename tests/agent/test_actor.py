@@ -27,14 +27,21 @@ class ScriptedVectorEnv:
     def __init__(self) -> None:
         self.t = np.zeros(2, np.int64)
         self.actions: list[np.ndarray] = []
+        self.resets: list[np.ndarray | None] = []  # each reset's mask (None: all envs)
 
     def _obs(self, t: np.ndarray) -> np.ndarray:
         newest = 10 * np.arange(1, 3) + t
         older = np.where(t > 0, newest - 1, 0)
         return np.stack([older, newest], axis=1).astype(np.uint8).reshape(2, 2, 1, 1)
 
-    def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        self.t[:] = 0
+    def reset(
+        self, seed: int | None = None, options: dict | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        self.resets.append(None if options is None else options["reset_mask"].copy())
+        if options is None:
+            self.t[:] = 0
+        else:
+            self.t[options["reset_mask"]] = 0
         return self._obs(self.t), {}
 
     def step(self, actions: np.ndarray):
@@ -209,3 +216,30 @@ def test_spread_plays_apart_unrecorded_and_leaves_the_games_it_began_unscored():
     assert scored[0] >= 4  # a whole game of the network's after the unscored one
     actor.spread(most=0, epsilon=0.0)  # off: nothing played, scoring unchanged
     assert len(venv.actions) == len(spread) + 8
+
+
+def test_the_actor_counts_each_envs_steps_into_its_game_and_realign_restores_them():
+    replay = FrameReplay(100, 2, (1, 1, 1), 2)
+    venv = ScriptedVectorEnv()
+    rng, cpu = np.random.default_rng(0), torch.device("cpu")
+    actor = Actor(venv, always_two(), replay, slice(None), 0, rng, cpu, Profiler())
+    for _ in range(6):
+        actor.step(epsilon=0.0)
+    # env 0's episodes are truncated every 3 steps but its game goes on; env 1's games
+    # last 4 steps, so 2 steps into its second
+    assert actor.phases.tolist() == [6, 2]
+    written = replay.written.tolist()
+    # a restart (as --resume's) brings env i back to phases[i] steps into a new game:
+    # 3 steps played, env 1 reset at the start, env 0 after one step
+    venv.reset()
+    venv.actions.clear()
+    actor.realign(np.array([2, 3]), epsilon=0.0)
+    assert len(venv.actions) == 3 and replay.written.tolist() == written  # nothing written
+    assert [None if m is None else m.tolist() for m in venv.resets[-2:]] == [
+        [False, True],
+        [True, False],
+    ]
+    assert venv.t.tolist() == [2, 3] and actor.phases.tolist() == [2, 3]
+    # the game in progress is the network's own and is scored when it ends, next step
+    assert actor.step(epsilon=0.0) == [Game(5.0, 4)]
+    assert actor.phases.tolist() == [3, 0]

@@ -281,3 +281,29 @@ def test_the_subprocess_backend_works_from_a_script_without_a_main_guard(tmp_pat
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["top of script", "stepped (2, 4, 84, 84)"]
     assert out.stderr == ""
+
+
+@pytest.mark.parametrize("backend", ["sync", "subprocess", "ale"])
+def test_a_partial_reset_restarts_only_the_envs_in_its_mask(backend):
+    # the book's pipeline has EpisodicLife, whose reset after a lost life would go on
+    pipeline = "maxpool84" if backend == "ale" else "book"
+    options = {} if backend == "ale" else {"seed": 0, "num_workers": 2}
+    env = make_vector_env(pipeline, "breakout", 2, backend=backend, **options)
+    fresh = make_vector_env(pipeline, "breakout", 2, backend=backend, **options)
+    try:
+        first, _ = fresh.reset(seed=5)
+        first = first.copy()
+        env.reset(seed=3)
+        obs, *_ = run(env, 60)
+        before = obs[-1]
+        assert not np.array_equal(before[1], first[1])  # 60 steps in, not a first frame
+        obs, _ = env.reset(seed=5, options={"reset_mask": np.array([True, False])})
+        # env 0 is at the start of a new game, seeded as a full reset seeds it; env 1 is
+        # where it was, and plays on from there
+        assert np.array_equal(obs[0], first[0])
+        assert np.array_equal(obs[1], before[1])
+        with pytest.raises(ValueError, match="reset_mask"):
+            env.reset(options={"reset_mask": np.array([1, 0])})
+    finally:
+        env.close()
+        fresh.close()

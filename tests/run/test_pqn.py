@@ -55,18 +55,42 @@ def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
         str(tmp_path),
         "--resume",
         str(pqn_run / "checkpoint.pt"),
-        "--set",
-        "run.resume_spread=64",
     )
     assert out.returncode == 0, out.stderr
-    # the restarted envs first played apart (not counted as agent steps), and said so
-    assert "first plays 0 to 64 random actions" in out.stdout and "run.resume_spread" in out.stdout
+    # the restarted envs were first brought back to where their games were (not counted
+    # as agent steps), and it said so
+    assert "brought back to the point of a game" in out.stdout
+    assert "run.resume_phases" in out.stdout
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     assert data.frames == 1536 and data.learner["updates"] == 64 + 8 * 4
     resumed = json.loads((tmp_path / "summary.json").read_text())["resumed_at_steps"]
     assert resumed == [1024]  # where it was resumed, for the seed benchmark to say
     first = json.loads((pqn_run / "summary.json").read_text())["resumed_at_steps"]
     assert first == []
+
+
+def test_a_checkpoint_keeps_each_envs_steps_into_its_game(pqn_run):
+    phases = load_checkpoint(pqn_run / "checkpoint.pt").env_phases
+    summary = json.loads((pqn_run / "summary.json").read_text())
+    # one per env, each at most the run's steps of one env (1024 agent steps / 4 envs)
+    assert phases is not None and len(phases) == summary["preset"]["run"]["envs"] == 4
+    assert all(0 <= p <= 256 for p in phases) and max(phases) > 0
+
+
+def test_a_resume_without_phases_restored_spreads_the_envs_instead(pqn_run, tmp_path):
+    args = ["--frames", "1280", "--run-dir", str(tmp_path), "--resume"]
+    out = train_here(
+        *TINY,
+        *args,
+        str(pqn_run / "checkpoint.pt"),
+        "--set",
+        "run.resume_phases=0",
+        "--set",
+        "run.resume_spread=64",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "first plays 0 to 64 random actions" in out.stdout and "run.resume_spread" in out.stdout
+    assert "brought back" not in out.stdout
 
 
 def test_play_plays_a_pqn_checkpoint(pqn_run):

@@ -234,10 +234,13 @@ def descendants(pid: int) -> set[tuple[int, str]]:
 SPREAD = ["--set", "run.resume_spread=64"]  # kept by each bare --resume, which says so
 
 
-def kill_and_resume(run_dir: Path, start: list[str], kills: list[tuple[int, Callable]]) -> dict:
+def kill_and_resume(
+    run_dir: Path, start: list[str], kills: list[tuple[int, Callable]], restart: str
+) -> dict:
     """train.py ``start`` in ``run_dir``, killed by each ``kill(proc)`` once it has trained
     its frames, resumed in place each time with a bare --resume, then run to its end;
     asserts that nothing of a killed run is left running, nor its shared memory at the end,
+    that the last resume said how its restarted envs began (the ``restart`` field's line),
     and that the end is one run of the first start's preset. The final summary."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -264,7 +267,7 @@ def kill_and_resume(run_dir: Path, start: list[str], kills: list[tuple[int, Call
     assert kept
     out = train("--resume", checkpoint)
     assert out.returncode == 0, out.stderr
-    assert "run.resume_spread" in out.stdout  # the restarted envs played apart first
+    assert restart in out.stdout  # the restarted envs were brought back, or played apart
     assert_no_shm_left(shm_before, out.stderr)
     s = summary(run_dir)
     assert len(s["resumed_at_steps"]) == len(kills)  # each resume, where it went on
@@ -302,14 +305,17 @@ def kill_the_group(proc: subprocess.Popen) -> None:
 def test_a_run_killed_and_resumed_in_place_is_one_run(tmp_path):
     start = ["--preset", "pong-nenv", "--envs", "8", *KILLED, *SPREAD]
     # the last checkpoint resumed holds the evaluation at 2400 frames (finished by 3600)
-    s = kill_and_resume(tmp_path, start, [(1500, kill_the_learner), (3700, kill_the_group)])
+    kills = [(1500, kill_the_learner), (3700, kill_the_group)]
+    # n-env mode's checkpoints hold the envs' phases: resume_phases, not the spread
+    s = kill_and_resume(tmp_path, start, kills, "run.resume_phases")
     assert (s["envs"], s["precision"], s["mode"]) == (8, "fp32", "n-env")
 
 
 def test_a_parallel_run_killed_and_resumed_in_place_is_one_run(tmp_path):
     # The actor process must go with the learner, and the run's shared memory with the run.
     start = ["--preset", "pong-parallel", "--set", "run.actors=1", "--envs", "4", *KILLED, *SPREAD]
-    s = kill_and_resume(tmp_path, start, [(1500, kill_the_learner), (3700, kill_the_group)])
+    kills = [(1500, kill_the_learner), (3700, kill_the_group)]
+    s = kill_and_resume(tmp_path, start, kills, "run.resume_spread")
     assert (s["envs"], s["precision"], s["mode"]) == (4, "fp32", "parallel")
     assert s["choices"]["actors"] == 1
 
