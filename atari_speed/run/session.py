@@ -230,8 +230,8 @@ class Run:
         started = time.perf_counter()
         actor.realign(np.minimum(phases, limit), self.epsilon)
         print(
-            f"--resume: each env brought back to the point of a game it was at (0 to "
-            f"{max(phases):,} agent steps in, {time.perf_counter() - started:.0f} s, "
+            f"--resume: each env brought back to the point of a game it was at ({min(phases):,} "
+            f"to {max(phases):,} agent steps in, {time.perf_counter() - started:.0f} s, "
             "untrained and uncounted; run.resume_phases)"
         )
 
