@@ -76,9 +76,9 @@ def main() -> None:
     try:
         ckpt = load_checkpoint(args.checkpoint)
         net = ckpt.policy(torch.device("cpu"))
+        obs = visited_states(ckpt, net, args.envs, args.steps, args.every, args.epsilon, args.seed)
     except ConfigError as err:
         raise SystemExit(f"bf16_q.py: {err}") from None
-    obs = visited_states(ckpt, net, args.envs, args.steps, args.every, args.epsilon, args.seed)
     r = compare(net, obs)
     print(
         f"{args.checkpoint}: {r['states']:.0f} states; |Q| median {r['q_median']:.3f}; "

@@ -112,7 +112,8 @@ class Actor:
             actions = act(self.net, self.obs, epsilon, self.actions, self.rng, self.device)[0]
             actions, at_random = np.array(actions), randoms > t
             actions[at_random] = self.rng.integers(0, self.actions, int(at_random.sum()))
-            self.obs, *_ = self.venv.step(actions)
+            self.obs, *_, infos = self.venv.step(actions)
+            self._count_phases(infos)
         self.unscored[:] = True
 
     def realign(self, phases: np.ndarray, epsilon: float) -> None:
@@ -133,10 +134,14 @@ class Actor:
             if t < steps:
                 actions = act(self.net, self.obs, epsilon, self.actions, self.rng, self.device)[0]
                 self.obs, *_, infos = self.venv.step(actions)
-                self.phases += 1
-                if "_episode" in infos:  # a game shorter than its phase: the next one's
-                    self.phases[infos["_episode"]] = 0
+                self._count_phases(infos)  # a game shorter than its phase: the next one's
         self.unscored[:] = False
+
+    def _count_phases(self, infos: dict[str, Any]) -> None:
+        """One step more into each env's game; none into a game that just began."""
+        self.phases += 1
+        if "_episode" in infos:
+            self.phases[infos["_episode"]] = 0
 
     def step(self, epsilon: float, sink: Sink | None = None) -> list[Game]:
         """One step of every env, written into ``sink`` (default: the actor's own; parallel
@@ -157,10 +162,8 @@ class Actor:
             sink.commit(
                 played, rewards, terminated, truncated=truncated, final_obs=final, cols=self.cols
             )
-        self.phases += 1
+        self._count_phases(infos)
         games = finished_games(infos)
-        if games:
-            self.phases[infos["_episode"]] = 0
         if games and self.unscored.any():
             ended = np.flatnonzero(infos["_episode"])
             games = [game for game, i in zip(games, ended, strict=True) if not self.unscored[i]]

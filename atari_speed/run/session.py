@@ -214,26 +214,34 @@ class Run:
         """n-env mode's actor, whose envs' phases the checkpoints keep from now on; after
         --resume its envs, all just reset, are first brought back to the checkpoint's
         phases (``run.resume_phases``), or else play apart (``resume_spread``)."""
-        self.actor = actor
-        limit = self.preset.run.resume_phases
-        phases = self.saved_phases
-        if self.resumed_from is None or self.done or not limit or phases is None:
-            self.spread_after_resume(actor)
+        limit, phases = self.preset.run.resume_phases, self.saved_phases
+        if self.done:  # nothing will be played: checkpoints keep the phases resumed
             return
-        if len(phases) != actor.num_envs:
+        # The actor's phases go into checkpoints only once its envs are where they should
+        # be: a checkpoint written on the way out of a realignment keeps the resumed ones.
+        if self.resumed_from is None or not limit or phases is None:
+            self.spread_after_resume(actor)
+        elif len(phases) != actor.num_envs:
             print(
                 f"--resume: the checkpoint's {len(phases)} envs are not this run's "
                 f"{actor.num_envs}; its phases are not restored (run.resume_phases)"
             )
             self.spread_after_resume(actor)
-            return
-        started = time.perf_counter()
-        actor.realign(np.minimum(phases, limit), self.epsilon)
-        print(
-            f"--resume: each env brought back to the point of a game it was at ({min(phases):,} "
-            f"to {max(phases):,} agent steps in, {time.perf_counter() - started:.0f} s, "
-            "untrained and uncounted; run.resume_phases)"
-        )
+        else:
+            started, phases = time.perf_counter(), np.minimum(phases, limit)
+            actor.realign(phases, self.epsilon)
+            print(
+                f"--resume: each env brought back to the point of a game it was at "
+                f"({phases.min():,} to {phases.max():,} agent steps in, "
+                f"{time.perf_counter() - started:.0f} s of the run's clock, untrained and "
+                "uncounted; run.resume_phases)"
+            )
+        self.actor = actor
+
+    def env_phases(self) -> list[int] | None:
+        """Each env's agent steps into its game, for a checkpoint: the actor's once it has
+        started (``start_actor``), else those of the checkpoint resumed (or None)."""
+        return self.actor.phases.tolist() if self.actor is not None else self.saved_phases
 
     def spread_after_resume(self, actor: Actor | None = None) -> None:
         """After --resume, the envs, all just reset, first play apart (``run.resume_spread``):
@@ -415,7 +423,7 @@ class Run:
             if resumable
             else None,
             average=self.average.state_dict() if resumable and self.average is not None else None,
-            env_phases=self.actor.phases.tolist() if resumable and self.actor else None,
+            env_phases=self.env_phases() if resumable else None,
         )
         save_checkpoint(checkpoint, self.run_dir / name)
 

@@ -243,3 +243,18 @@ def test_the_actor_counts_each_envs_steps_into_its_game_and_realign_restores_the
     # the game in progress is the network's own and is scored when it ends, next step
     assert actor.step(epsilon=0.0) == [Game(5.0, 4)]
     assert actor.phases.tolist() == [3, 0]
+    # a phase longer than env 1's 4-step game: that game ends during the realignment, and
+    # env 1 is then 2 steps into the next one
+    actor.realign(np.array([2, 6]), epsilon=0.0)
+    assert venv.t.tolist() == [2, 2] and actor.phases.tolist() == [2, 2]
+
+
+def test_a_spread_counts_the_steps_it_plays_into_each_envs_game():
+    venv = ScriptedVectorEnv()
+    replay = FrameReplay(100, 2, (1, 1, 1), 2)
+    rng, cpu = np.random.default_rng(3), torch.device("cpu")
+    actor = Actor(venv, always_two(), replay, slice(None), 0, rng, cpu, Profiler())
+    actor.spread(most=40, epsilon=0.0)
+    played = len(venv.actions)
+    # env 0's game never ends (its episodes are truncations); env 1's last 4 steps each
+    assert actor.phases.tolist() == [played, played % 4]

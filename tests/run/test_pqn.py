@@ -72,9 +72,17 @@ def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
 def test_a_checkpoint_keeps_each_envs_steps_into_its_game(pqn_run):
     phases = load_checkpoint(pqn_run / "checkpoint.pt").env_phases
     summary = json.loads((pqn_run / "summary.json").read_text())
-    # one per env, each at most the run's steps of one env (1024 agent steps / 4 envs)
-    assert phases is not None and len(phases) == summary["preset"]["run"]["envs"] == 4
-    assert all(0 <= p <= 256 for p in phases) and max(phases) > 0
+    # one per env: 1024 agent steps / 4 envs, and 256 steps end no game of Pong
+    assert summary["preset"]["run"]["envs"] == 4 and summary["episodes"] == 0
+    assert phases == [256] * 4
+
+
+def test_a_resume_with_nothing_left_to_play_keeps_the_checkpoints_phases(pqn_run, tmp_path):
+    # its envs play nothing, so the checkpoint it writes on the way out keeps those resumed
+    args = ["--frames", "1024", "--run-dir", str(tmp_path), "--resume"]
+    out = train_here(*TINY, *args, str(pqn_run / "checkpoint.pt"))
+    assert out.returncode == 0, out.stderr
+    assert load_checkpoint(tmp_path / "checkpoint.pt").env_phases == [256] * 4
 
 
 def test_a_resume_without_phases_restored_spreads_the_envs_instead(pqn_run, tmp_path):
