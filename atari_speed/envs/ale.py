@@ -67,12 +67,11 @@ class AleVectorEnv(VectorEnv):
         self._after_life_next = np.zeros(num_envs, dtype=bool)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        # ALE's own reset takes the same reset_mask; checked here as the other backends do
         mask = reset_mask(options, self.num_envs)
+        obs, info = self.ale.reset(seed=seed, options=options)
         if mask is None:
-            obs, info = self.ale.reset(seed=seed)
             mask = np.ones(self.num_envs, dtype=bool)
-        else:
-            obs, info = self.ale.reset(seed=seed, options={"reset_mask": mask})
         self.buf.game_reward[mask] = 0
         self.buf.game_steps[mask] = 0
         self._prev_frame[mask] = info["episode_frame_number"][mask]
