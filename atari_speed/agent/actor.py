@@ -99,6 +99,13 @@ class Actor:
         self.unscored = np.zeros(self.num_envs, dtype=bool)
         # each env's agent steps into its game in progress, for a checkpoint (``realign``)
         self.phases = np.zeros(self.num_envs, dtype=np.int64)
+        # added to the score of each env's game in progress when it ends (``realign``)
+        self.score_offsets = np.zeros(self.num_envs)
+
+    def game_scores(self) -> np.ndarray:
+        """Each env's score so far in its game in progress, as it will be scored: for a
+        checkpoint, beside ``phases``."""
+        return self.venv.game_scores() + self.score_offsets
 
     def spread(self, most: int, epsilon: float) -> None:
         """Env i plays a random number of random actions, 0 to ``most`` (drawn from the
@@ -115,15 +122,23 @@ class Actor:
             self.obs, *_, infos = self.venv.step(actions)
             self._count_phases(infos)
         self.unscored[:] = True
+        self.score_offsets[:] = 0
 
-    def realign(self, phases: np.ndarray, epsilon: float) -> None:
+    def realign(self, phases: np.ndarray, epsilon: float, scores: np.ndarray | None = None) -> None:
         """Bring env i, just reset, to ``phases[i]`` agent steps into a game of ``net``'s at
         ``epsilon``, as it was when a checkpoint was written (``run.resume_phases``): the
         envs play ``max(phases)`` steps, env i starting a new game (a partial reset) when
         ``phases[i]`` remain. Nothing is written; a game that ends meanwhile is not scored,
         but the games in progress afterwards are: they are the network's own, begun at the
         points of their games the checkpoint's envs were at, so the rollouts that follow
-        come from games at those points, not all from games' openings."""
+        come from games at those points, not all from games' openings.
+
+        With ``scores`` (each env's score so far when the checkpoint was written), the
+        game env i is then in is scored with ``scores[i]`` for its first ``phases[i]``
+        steps, not with what ``net`` scored in them: the network that resumes is the
+        stopped run's later one, and would otherwise be credited with the points of
+        games it did not begin. An env whose realigned game ended early (one shorter
+        than its phase), or whose score is NaN, is scored as it plays."""
         phases = np.asarray(phases, dtype=np.int64)
         steps = int(phases.max(initial=0))
         for t in range(steps + 1):
@@ -136,6 +151,11 @@ class Actor:
                 self.obs, *_, infos = self.venv.step(actions)
                 self._count_phases(infos)  # a game shorter than its phase: the next one's
         self.unscored[:] = False
+        self.score_offsets[:] = 0
+        if scores is not None:
+            scores = np.asarray(scores, dtype=np.float64)
+            aligned = (self.phases == phases) & np.isfinite(scores)
+            self.score_offsets[aligned] = (scores - self.venv.game_scores())[aligned]
 
     def _count_phases(self, infos: dict[str, Any]) -> None:
         """One step more into each env's game; none into a game that just began."""
@@ -164,10 +184,15 @@ class Actor:
             )
         self._count_phases(infos)
         games = finished_games(infos)
-        if games and self.unscored.any():
+        if games and (self.unscored.any() or self.score_offsets.any()):
             ended = np.flatnonzero(infos["_episode"])
-            games = [game for game, i in zip(games, ended, strict=True) if not self.unscored[i]]
+            games = [
+                Game(game.score + self.score_offsets[i], game.length)
+                for game, i in zip(games, ended, strict=True)
+                if not self.unscored[i]
+            ]
             self.unscored[ended] = False
+            self.score_offsets[ended] = 0
         return games
 
     def worker_profiles(self) -> dict[str, dict[str, Any]]:

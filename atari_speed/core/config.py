@@ -137,7 +137,10 @@ class RunConfig:
         "rollouts all come from games' openings, played move for move on every env that drew "
         "the same no-op start where the game is deterministic (Pong without sticky actions); "
         "PQN, which learns only from what its envs play now, would train on those copies. "
-        "Checkpoints without phases, and parallel mode, fall back to resume_spread",
+        "The game each env is then in is scored with the stopped run's points up to that "
+        "point (the checkpoint holds them too), not with what the resumed network scored "
+        "replaying them. Checkpoints without phases, and parallel mode, fall back to "
+        "resume_spread",
         10_000,
         low=0,
     )

@@ -19,7 +19,7 @@ from gymnasium.vector import AutoresetMode
 
 from atari_speed.core.shm import Layout, arrays_over, layout_nbytes
 from atari_speed.core.timing import StageTimer
-from atari_speed.envs.wrappers import NEW_GAME, StackedFrames
+from atari_speed.envs.wrappers import GAME_SCORE, NEW_GAME, StackedFrames
 
 
 @dataclass
@@ -33,7 +33,7 @@ class StepBuffers:
     terminated: np.ndarray
     truncated: np.ndarray
     game_over: np.ndarray
-    game_reward: np.ndarray
+    game_reward: np.ndarray  # the game's unclipped score so far; its final one at game_over
     game_steps: np.ndarray
     game_frames: np.ndarray
 
@@ -90,6 +90,7 @@ def reset_envs(
         obs, _ = env.reset(seed=seeds[j], options={NEW_GAME: True})
         _write(buf.obs[first + j], obs)
         buf.game_over[first + j] = False
+        buf.game_reward[first + j] = 0
 
 
 def reset_mask(options: dict | None, num_envs: int) -> np.ndarray | None:
@@ -115,6 +116,7 @@ def step_envs(envs: Sequence[gym.Env], buf: StepBuffers, first: int) -> None:
         buf.rewards[i], buf.terminated[i], buf.truncated[i] = reward, terminated, truncated
         game = info.get("episode")
         buf.game_over[i] = game is not None
+        buf.game_reward[i] = info.get(GAME_SCORE, 0.0)
         if game is not None:
             buf.game_reward[i], buf.game_steps[i], buf.game_frames[i] = (
                 game["r"],
@@ -151,6 +153,11 @@ class VectorEnv(gym.vector.VectorEnv):
         self.single_action_space = gym.spaces.Discrete(num_actions)
         self.observation_space = gym.vector.utils.batch_space(obs_space, num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+
+    def game_scores(self) -> np.ndarray:
+        """Each env's unclipped score so far in its game in progress (0 where one just
+        began): what a checkpoint keeps for ``Actor.realign``."""
+        return np.where(self.buf.game_over, 0.0, self.buf.game_reward)
 
     def _infos(self, buf: StepBuffers) -> dict[str, Any]:
         ended = buf.terminated | buf.truncated

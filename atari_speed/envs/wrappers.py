@@ -33,6 +33,8 @@ GAME_GOES_ON = "game_goes_on"
 # In a reset's options: start a new game even where a life was lost and the game could go
 # on (EpisodicLife); the vector envs' own resets, full or partial, say it.
 NEW_GAME = "new_game"
+# In every step's info (``GameRecorder``): the unclipped score of the game so far.
+GAME_SCORE = "game_score"
 
 
 def fires_at_1(env: gym.Env) -> bool:
@@ -310,7 +312,8 @@ class FrameStack(gym.ObservationWrapper):
 class GameRecorder(gym.Wrapper):
     """Not a stage: sits on the emulator and reports each whole game in ``info["episode"]``.
 
-    When the game itself ends (not a life), the step's info gets
+    Every step's info gets the game's unclipped score so far (``GAME_SCORE``); when the
+    game itself ends (not a life), the step's info also gets
     ``{"r": unclipped game score, "l": agent steps, "frames": emulator frames}``. Agent
     steps are counted by ``AgentStepCounter`` at the top of the pipeline, because only the
     top sees one call per agent action.
@@ -330,6 +333,7 @@ class GameRecorder(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.reward += float(reward)
         self.frames += 1
+        info[GAME_SCORE] = self.reward
         if terminated or truncated:
             info = {
                 **info,

@@ -50,6 +50,8 @@ class Checkpoint:
     average: dict[str, Any] | None = None  # eval.average_steps' averaged weights: to resume
     # n-env mode: each env's agent steps into its game in progress (run.resume_phases)
     env_phases: list[int] | None = None
+    # and each env's unclipped score so far in that game
+    env_scores: list[float] | None = None
 
     @property
     def resumable(self) -> bool:

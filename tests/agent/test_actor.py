@@ -59,6 +59,10 @@ class ScriptedVectorEnv:
         self.t[ended] = 0
         return self._obs(self.t), np.ones(2, np.float32), terminated, truncated, infos
 
+    def game_scores(self) -> np.ndarray:
+        # env 1 scores a point a step into its game, and 2 on the step that ends it (5)
+        return np.array([0.0, float(self.t[1])])
+
     def worker_profiles(self) -> dict[str, Any]:
         return {}
 
@@ -247,6 +251,33 @@ def test_the_actor_counts_each_envs_steps_into_its_game_and_realign_restores_the
     # env 1 is then 2 steps into the next one
     actor.realign(np.array([2, 6]), epsilon=0.0)
     assert venv.t.tolist() == [2, 2] and actor.phases.tolist() == [2, 2]
+
+
+def test_realign_scores_the_game_it_restores_with_the_stopped_runs_points():
+    replay = FrameReplay(100, 2, (1, 1, 1), 2)
+    venv = ScriptedVectorEnv()
+    rng, cpu = np.random.default_rng(0), torch.device("cpu")
+    actor = Actor(venv, always_two(), replay, slice(None), 0, rng, cpu, Profiler())
+    for _ in range(6):
+        actor.step(epsilon=0.0)
+    assert actor.phases.tolist() == [6, 2] and actor.game_scores().tolist() == [0.0, 2.0]
+    # the stopped run's env 1 stood at -7 two steps into its game; the realigned game
+    # stands at 2 there, and ends 5: it is scored -7 + (5 - 2)
+    venv.reset()
+    actor.realign(np.array([6, 2]), epsilon=0.0, scores=np.array([0.0, -7.0]))
+    assert actor.game_scores().tolist() == [0.0, -7.0]
+    assert actor.step(epsilon=0.0) == []
+    assert actor.game_scores().tolist() == [0.0, -6.0]  # what a checkpoint would keep
+    assert actor.step(epsilon=0.0) == [Game(-4.0, 4)]
+    # the games after it are the network's own, scored as they are
+    assert [g for _ in range(4) for g in actor.step(epsilon=0.0)] == [Game(5.0, 4)]
+    # a NaN score, or a game that ended within its phase (6 steps of a 4-step game),
+    # leaves the game scored as it plays
+    for scores, phases in (([0.0, np.nan], [0, 2]), ([0.0, -7.0], [0, 6])):
+        venv.reset()
+        actor.realign(np.array(phases), epsilon=0.0, scores=np.array(scores))
+        assert actor.game_scores().tolist() == [0.0, 2.0]
+        assert [g for _ in range(2) for g in actor.step(epsilon=0.0)] == [Game(5.0, 4)]
 
 
 def test_a_spread_counts_the_steps_it_plays_into_each_envs_game():

@@ -60,6 +60,7 @@ def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
     # the restarted envs were first brought back to where their games were (not counted
     # as agent steps), and it said so
     assert "brought back to the point of a game" in out.stdout
+    assert "the stopped run's points in them kept" in out.stdout
     assert "run.resume_phases" in out.stdout
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     assert data.frames == 1536 and data.learner["updates"] == 64 + 8 * 4
@@ -69,12 +70,16 @@ def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
     assert first == []
 
 
-def test_a_checkpoint_keeps_each_envs_steps_into_its_game(pqn_run):
-    phases = load_checkpoint(pqn_run / "checkpoint.pt").env_phases
+def test_a_checkpoint_keeps_each_envs_steps_and_score_into_its_game(pqn_run):
+    checkpoint = load_checkpoint(pqn_run / "checkpoint.pt")
     summary = json.loads((pqn_run / "summary.json").read_text())
     # one per env: 1024 agent steps / 4 envs, and 256 steps end no game of Pong
     assert summary["preset"]["run"]["envs"] == 4 and summary["episodes"] == 0
-    assert phases == [256] * 4
+    assert checkpoint.env_phases == [256] * 4
+    # Pong's points so far: whole, and an untrained agent loses some in 256 steps
+    scores = checkpoint.env_scores
+    assert len(scores) == 4 and all(s == int(s) and -21 < s <= 0 for s in scores)
+    assert min(scores) < 0
 
 
 def test_a_resume_with_nothing_left_to_play_keeps_the_checkpoints_phases(pqn_run, tmp_path):
@@ -82,7 +87,11 @@ def test_a_resume_with_nothing_left_to_play_keeps_the_checkpoints_phases(pqn_run
     args = ["--frames", "1024", "--run-dir", str(tmp_path), "--resume"]
     out = train_here(*TINY, *args, str(pqn_run / "checkpoint.pt"))
     assert out.returncode == 0, out.stderr
-    assert load_checkpoint(tmp_path / "checkpoint.pt").env_phases == [256] * 4
+    resumed, kept = (
+        load_checkpoint(tmp_path / "checkpoint.pt"),
+        load_checkpoint(pqn_run / "checkpoint.pt"),
+    )
+    assert resumed.env_phases == [256] * 4 and resumed.env_scores == kept.env_scores
 
 
 def test_a_resume_without_phases_restored_spreads_the_envs_instead(pqn_run, tmp_path):
