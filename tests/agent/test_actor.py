@@ -90,6 +90,13 @@ def always_two() -> TinyQ:
     return net
 
 
+def scripted_actor(seed: int = 0) -> tuple[Actor, ScriptedVectorEnv, FrameReplay]:
+    """An actor of ``always_two`` over a ``ScriptedVectorEnv``, into a small replay."""
+    replay, venv = FrameReplay(100, 2, (1, 1, 1), 2), ScriptedVectorEnv()
+    rng, cpu = np.random.default_rng(seed), torch.device("cpu")
+    return Actor(venv, always_two(), replay, slice(None), 0, rng, cpu, Profiler()), venv, replay
+
+
 def test_actor_writes_its_columns_and_reports_games():
     gamma = 0.5
     replay = FrameReplay(200, 4, (1, 1, 1), 2, n_steps=1, gamma=gamma)
@@ -223,10 +230,7 @@ def test_spread_plays_apart_unrecorded_and_leaves_the_games_it_began_unscored():
 
 
 def test_the_actor_counts_each_envs_steps_into_its_game_and_realign_restores_them():
-    replay = FrameReplay(100, 2, (1, 1, 1), 2)
-    venv = ScriptedVectorEnv()
-    rng, cpu = np.random.default_rng(0), torch.device("cpu")
-    actor = Actor(venv, always_two(), replay, slice(None), 0, rng, cpu, Profiler())
+    actor, venv, replay = scripted_actor()
     for _ in range(6):
         actor.step(epsilon=0.0)
     # env 0's episodes are truncated every 3 steps but its game goes on; env 1's games
@@ -254,10 +258,7 @@ def test_the_actor_counts_each_envs_steps_into_its_game_and_realign_restores_the
 
 
 def test_realign_scores_the_game_it_restores_with_the_stopped_runs_points():
-    replay = FrameReplay(100, 2, (1, 1, 1), 2)
-    venv = ScriptedVectorEnv()
-    rng, cpu = np.random.default_rng(0), torch.device("cpu")
-    actor = Actor(venv, always_two(), replay, slice(None), 0, rng, cpu, Profiler())
+    actor, venv, _ = scripted_actor()
     for _ in range(6):
         actor.step(epsilon=0.0)
     assert actor.phases.tolist() == [6, 2] and actor.game_scores().tolist() == [0.0, 2.0]
@@ -281,10 +282,7 @@ def test_realign_scores_the_game_it_restores_with_the_stopped_runs_points():
 
 
 def test_a_spread_counts_the_steps_it_plays_into_each_envs_game():
-    venv = ScriptedVectorEnv()
-    replay = FrameReplay(100, 2, (1, 1, 1), 2)
-    rng, cpu = np.random.default_rng(3), torch.device("cpu")
-    actor = Actor(venv, always_two(), replay, slice(None), 0, rng, cpu, Profiler())
+    actor, venv, _ = scripted_actor(seed=3)
     actor.spread(most=40, epsilon=0.0)
     played = len(venv.actions)
     # env 0's game never ends (its episodes are truncations); env 1's last 4 steps each
