@@ -99,13 +99,16 @@ class Actor:
         self.unscored = np.zeros(self.num_envs, dtype=bool)
         # each env's agent steps into its game in progress, for a checkpoint (``realign``)
         self.phases = np.zeros(self.num_envs, dtype=np.int64)
-        # added to the score of each env's game in progress when it ends (``realign``)
+        # each env's score so far in its game, as the env said after its last step (kept
+        # here: the run's last checkpoint is written after the envs are closed), and what
+        # is added to it when the game ends (``realign``)
+        self.scores = np.zeros(self.num_envs)
         self.score_offsets = np.zeros(self.num_envs)
 
     def game_scores(self) -> np.ndarray:
         """Each env's score so far in its game in progress, as it will be scored: for a
         checkpoint, beside ``phases``."""
-        return self.venv.game_scores() + self.score_offsets
+        return self.scores + self.score_offsets
 
     def spread(self, most: int, epsilon: float) -> None:
         """Env i plays a random number of random actions, 0 to ``most`` (drawn from the
@@ -120,11 +123,11 @@ class Actor:
             actions, at_random = np.array(actions), randoms > t
             actions[at_random] = self.rng.integers(0, self.actions, int(at_random.sum()))
             self.obs, *_, infos = self.venv.step(actions)
-            self._count_phases(infos)
+            self._after_step(infos)
         self.unscored[:] = True
         self.score_offsets[:] = 0
 
-    def realign(self, phases: np.ndarray, epsilon: float, scores: np.ndarray | None = None) -> None:
+    def realign(self, phases: np.ndarray, epsilon: float, scores: np.ndarray | None = None) -> int:
         """Bring env i, just reset, to ``phases[i]`` agent steps into a game of ``net``'s at
         ``epsilon``, as it was when a checkpoint was written (``run.resume_phases``): the
         envs play ``max(phases)`` steps, env i starting a new game (a partial reset) when
@@ -138,7 +141,8 @@ class Actor:
         steps, not with what ``net`` scored in them: the network that resumes is the
         stopped run's later one, and would otherwise be credited with the points of
         games it did not begin. An env whose realigned game ended early (one shorter
-        than its phase), or whose score is NaN, is scored as it plays."""
+        than its phase), or whose score is NaN, is scored as it plays. Returns the number
+        of envs whose game is scored with the stopped run's points."""
         phases = np.asarray(phases, dtype=np.int64)
         steps = int(phases.max(initial=0))
         for t in range(steps + 1):
@@ -149,19 +153,24 @@ class Actor:
             if t < steps:
                 actions = act(self.net, self.obs, epsilon, self.actions, self.rng, self.device)[0]
                 self.obs, *_, infos = self.venv.step(actions)
-                self._count_phases(infos)  # a game shorter than its phase: the next one's
+                self._after_step(infos)  # a game shorter than its phase: the next one's
         self.unscored[:] = False
+        self.scores[:] = self.venv.game_scores()  # the envs reset last begin at 0
         self.score_offsets[:] = 0
         if scores is not None:
             scores = np.asarray(scores, dtype=np.float64)
             aligned = (self.phases == phases) & np.isfinite(scores)
-            self.score_offsets[aligned] = (scores - self.venv.game_scores())[aligned]
+            self.score_offsets[aligned] = (scores - self.scores)[aligned]
+            return int(aligned.sum())
+        return 0
 
-    def _count_phases(self, infos: dict[str, Any]) -> None:
-        """One step more into each env's game; none into a game that just began."""
+    def _after_step(self, infos: dict[str, Any]) -> None:
+        """One step more into each env's game (none into a game that just began), and
+        each env's score so far."""
         self.phases += 1
         if "_episode" in infos:
             self.phases[infos["_episode"]] = 0
+        self.scores[:] = self.venv.game_scores()
 
     def step(self, epsilon: float, sink: Sink | None = None) -> list[Game]:
         """One step of every env, written into ``sink`` (default: the actor's own; parallel
@@ -182,7 +191,7 @@ class Actor:
             sink.commit(
                 played, rewards, terminated, truncated=truncated, final_obs=final, cols=self.cols
             )
-        self._count_phases(infos)
+        self._after_step(infos)
         games = finished_games(infos)
         if games and (self.unscored.any() or self.score_offsets.any()):
             ended = np.flatnonzero(infos["_episode"])

@@ -139,8 +139,9 @@ class RunConfig:
         "PQN, which learns only from what its envs play now, would train on those copies. "
         "The game each env is then in is scored with the stopped run's points up to that "
         "point (the checkpoint holds them too), not with what the resumed network scored "
-        "replaying them. Checkpoints without phases, and parallel mode, fall back to "
-        "resume_spread",
+        "replaying them; not where the replayed game ended early, the phase was cut to "
+        "this limit, or the checkpoint holds no scores. Checkpoints without phases, and "
+        "parallel mode, fall back to resume_spread",
         10_000,
         low=0,
     )

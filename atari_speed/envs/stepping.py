@@ -125,7 +125,9 @@ def step_envs(envs: Sequence[gym.Env], buf: StepBuffers, first: int) -> None:
             )
         if terminated or truncated:
             _write(buf.final_obs[i], obs)
-            obs, _ = env.reset()
+            obs, reset_info = env.reset()
+            if game is None:  # a life lost: EpisodicLife's reset played a step of the game
+                buf.game_reward[i] = reset_info.get(GAME_SCORE, 0.0)
         _write(buf.obs[i], obs)
 
 

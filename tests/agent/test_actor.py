@@ -265,7 +265,7 @@ def test_realign_scores_the_game_it_restores_with_the_stopped_runs_points():
     # the stopped run's env 1 stood at -7 two steps into its game; the realigned game
     # stands at 2 there, and ends 5: it is scored -7 + (5 - 2)
     venv.reset()
-    actor.realign(np.array([6, 2]), epsilon=0.0, scores=np.array([0.0, -7.0]))
+    assert actor.realign(np.array([6, 2]), epsilon=0.0, scores=np.array([0.0, -7.0])) == 2
     assert actor.game_scores().tolist() == [0.0, -7.0]
     assert actor.step(epsilon=0.0) == []
     assert actor.game_scores().tolist() == [0.0, -6.0]  # what a checkpoint would keep
@@ -276,7 +276,7 @@ def test_realign_scores_the_game_it_restores_with_the_stopped_runs_points():
     # leaves the game scored as it plays
     for scores, phases in (([0.0, np.nan], [0, 2]), ([0.0, -7.0], [0, 6])):
         venv.reset()
-        actor.realign(np.array(phases), epsilon=0.0, scores=np.array(scores))
+        assert actor.realign(np.array(phases), epsilon=0.0, scores=np.array(scores)) == 1
         assert actor.game_scores().tolist() == [0.0, 2.0]
         assert [g for _ in range(2) for g in actor.step(epsilon=0.0)] == [Game(5.0, 4)]
 
