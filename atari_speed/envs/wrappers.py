@@ -35,6 +35,9 @@ GAME_GOES_ON = "game_goes_on"
 NEW_GAME = "new_game"
 # In every step's info (``GameRecorder``): the unclipped score of the game so far.
 GAME_SCORE = "game_score"
+# In a reset's options: the NOOP frames NoopReset plays (after its FIRE frame, style "ale")
+# instead of a random number: one start of the game, chosen (benchmarks/starts.py).
+NOOPS = "noops"
 
 
 def fires_at_1(env: gym.Env) -> bool:
@@ -60,7 +63,9 @@ class NoopReset(gym.Wrapper):
     starts cost such an agent).
 
     Observation, reward and episode end are unchanged. If a NOOP ends the game, the env is
-    reset again and the remaining NOOPs are played from the fresh start.
+    reset again and the remaining NOOPs are played from the fresh start. A reset's
+    ``options[NOOPS]`` plays that many NOOP frames instead of a random number (after the
+    FIRE frame where there is one): a game's start, chosen; ``starts()`` lists them.
     """
 
     def __init__(self, env: gym.Env, noop_max: int = 30, style: str = "classic") -> None:
@@ -72,7 +77,21 @@ class NoopReset(gym.Wrapper):
         self.fire = meanings.index("FIRE") if style == "ale" and "FIRE" in meanings else None
         self.style = style
 
+    def starts(self) -> dict[int, float]:
+        """Each NOOP count a reset may play (``options[NOOPS]``), with its probability."""
+        if self.style == "classic":
+            return {n: 1 / self.noop_max for n in range(1, self.noop_max + 1)}
+        draws = [max(0, u - 1) if self.fire is not None else u for u in range(self.noop_max)]
+        return {n: draws.count(n) / self.noop_max for n in sorted(set(draws))}
+
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        chosen = (kwargs.get("options") or {}).get(NOOPS)
+        if chosen is not None and chosen not in self.starts():
+            first, last = min(self.starts()), max(self.starts())
+            raise ConfigError(
+                f"NoopReset: options[{NOOPS!r}] = {chosen} is not a start of its "
+                f"(it plays {first} to {last} NOOP frames)"
+            )
         obs, info = self.env.reset(**kwargs)
         rng = self.unwrapped.np_random
         if self.style == "classic":
@@ -84,6 +103,8 @@ class NoopReset(gym.Wrapper):
                 if terminated or truncated:
                     obs, info = self.env.reset()
                 noops = max(0, noops - 1)
+        if chosen is not None:
+            noops = chosen
         for _ in range(noops):
             obs, _, terminated, truncated, info = self.env.step(NOOP)
             if terminated or truncated:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -90,10 +91,13 @@ def play_side_by_side(
     epsilon: float,
     rng: np.random.Generator,
     stop: threading.Event | None = None,
+    options: Sequence[dict[str, Any] | None] | None = None,
 ) -> list[float]:
     """One whole game on each env, all stepped together; each game's unclipped score, in
-    the order the envs are given. ``stop`` ends play early, with only the games finished."""
-    obs = [np.asarray(env.reset()[0]) for env in envs]
+    the order the envs are given. ``stop`` ends play early, with only the games finished;
+    ``options``, one per env, go to its first reset (a chosen start: ``wrappers.NOOPS``)."""
+    options = options or [None] * len(envs)
+    obs = [np.asarray(env.reset(options=o)[0]) for env, o in zip(envs, options, strict=True)]
     scores: list[float | None] = [None] * len(envs)
     while not (stop is not None and stop.is_set()):
         playing = [i for i, score in enumerate(scores) if score is None]

@@ -195,6 +195,31 @@ def test_noop_reset_ale_style_starts_as_ale_pys_vector_env(meanings, first, coun
     assert seen == counts
 
 
+@pytest.mark.parametrize(
+    ("meanings", "style", "first", "starts"),
+    [
+        (("NOOP", "FIRE", "RIGHT"), "ale", [1], {0: 0.5, 1: 0.25, 2: 0.25}),
+        (("NOOP", "UP", "DOWN"), "ale", [], {0: 0.25, 1: 0.25, 2: 0.25, 3: 0.25}),
+        (("NOOP", "FIRE", "RIGHT"), "classic", [], {1: 0.25, 2: 0.25, 3: 0.25, 4: 0.25}),
+    ],
+)
+def test_noop_reset_lists_its_starts_and_plays_the_one_a_reset_chooses(
+    meanings, style, first, starts
+):
+    # the starts a random reset draws, with how often (the draws of the test above)
+    assert w.NoopReset(FakeAtari(meanings=meanings), noop_max=4, style=style).starts() == starts
+    for noops in starts:
+        for seed in range(5):  # whatever the env's random draw would have been
+            fake = FakeAtari(meanings=meanings)
+            env = w.NoopReset(fake, noop_max=4, style=style)
+            env.reset(seed=seed, options={w.NOOPS: noops})
+            assert fake.actions == [*first, *[0] * noops]
+    with pytest.raises(ConfigError, match=r"options\['noops'\] = 9 is not a start"):
+        w.NoopReset(FakeAtari(meanings=meanings), noop_max=4, style=style).reset(
+            options={w.NOOPS: 9}
+        )
+
+
 def test_noop_reset_resets_again_when_a_noop_ends_the_game():
     fake = FakeAtari(game_length=2)
     env = w.NoopReset(fake, noop_max=30)

@@ -1,0 +1,126 @@
+"""A greedy agent's game from every start its pipeline can give: one game for each number
+of no-op frames NoopReset may play, all side by side, each weighted by how often the
+pipeline draws it.
+
+Without sticky actions an Atari game is a function of its start and the agent's actions,
+so a greedy agent (epsilon 0) plays one game per start, always the same: these games are
+all it can play, and their weighted mean is its expected greedy score, exactly, where an
+evaluation of 10 games draws a few of them (Pong's ale-style start: 29 games, from 0 to
+28 NOOP frames after one FIRE frame). It also names the starts the agent loses: an agent
+that wins most starts 21-0 and walks into a losing loop from a few (a "trap") shows here
+as what it is, not as an evaluation's unlucky draw. With sticky actions a start's game is
+one draw among many, and the mean is an estimate (it says so).
+
+    uv run benchmarks/starts.py runs/x/s0/checkpoint.pt runs/x/s0/best.pt
+    uv run benchmarks/starts.py runs/x/s*/checkpoint.pt --per-start
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from atari_speed.core.errors import ConfigError
+from atari_speed.envs.pipeline import make_env
+from atari_speed.envs.wrappers import NOOPS, NoopReset
+from atari_speed.run.checkpoint import load_checkpoint
+from atari_speed.run.evaluation import play_side_by_side
+
+
+def noop_stage(env: gym.Env) -> NoopReset:
+    """The env's NoopReset wrapper, or ConfigError when its pipeline has none."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, NoopReset):
+            return env
+        env = env.env
+    raise ConfigError("its pipeline has no NoopReset stage: every game starts the same")
+
+
+def every_start(
+    pipeline: dict[str, Any], game: str, net: torch.nn.Module, max_frames: int, seed: int = 0
+) -> dict[str, Any]:
+    """One greedy game of ``net`` from each start (env i seeded ``seed + i``): the scores by
+    NOOP frames, each start's probability, their weighted mean, and whether the games are
+    the only ones it can play (no sticky actions)."""
+    probe = make_env(pipeline, game, seed=0)
+    try:
+        starts = noop_stage(probe).starts()
+    finally:
+        probe.close()
+    envs = [
+        make_env(pipeline, game, seed=seed + i, max_frames=max_frames) for i in range(len(starts))
+    ]
+    try:
+        scores = play_side_by_side(
+            envs,
+            net,
+            torch.device("cpu"),
+            0.0,
+            np.random.default_rng(0),
+            options=[{NOOPS: n} for n in starts],
+        )
+    finally:
+        for env in envs:
+            env.close()
+    weights = np.array(list(starts.values()))
+    return {
+        "noops": list(starts),
+        "weights": weights.tolist(),
+        "scores": scores,
+        "mean": float(np.dot(weights, scores)),
+        "exact": float(pipeline.get("repeat_action_probability", 0.0)) == 0.0,
+    }
+
+
+def summary_line(name: str, result: dict[str, Any]) -> str:
+    """One line: the weighted mean, the starts lost and the lowest score."""
+    scores, noops = np.array(result["scores"]), result["noops"]
+    lost = [n for n, s in zip(noops, scores, strict=True) if s < 0]
+    kind = "exact" if result["exact"] else "one draw a start (sticky actions): an estimate"
+    lost_text = (
+        f"lost from {len(lost)} ({', '.join(map(str, lost))} NOOPs)" if lost else "none lost"
+    )
+    return (
+        f"{name}: mean {result['mean']:+.2f} over {len(scores)} starts ({kind}); "
+        f"{lost_text}; lowest {scores.min():+.0f}; {len(set(scores.tolist()))} distinct scores"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("checkpoints", nargs="+", help="best.pt or checkpoint.pt files")
+    parser.add_argument(
+        "--max-frames",
+        type=int,
+        default=40_000,
+        help="a game's most emulator frames, scored as it stands then (eval.max_frames's "
+        "default in pong-fast: a greedy Pong agent can rally forever)",
+    )
+    parser.add_argument("--per-start", action="store_true", help="also each start's score")
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # the games' steps are most of the time; one core each
+    for path in args.checkpoints:
+        started = time.perf_counter()
+        try:
+            ckpt = load_checkpoint(path)
+            net = ckpt.policy(torch.device("cpu"))
+            result = every_start(ckpt.pipeline, ckpt.game, net, args.max_frames)
+        except ConfigError as err:
+            raise SystemExit(f"starts.py: {path}: {err}") from None
+        name = f"{Path(path)} (agent step {ckpt.frames:,})"
+        print(f"{summary_line(name, result)}; {time.perf_counter() - started:.0f} s")
+        if args.per_start:
+            pairs = zip(result["noops"], result["scores"], strict=True)
+            print("  " + ", ".join(f"{n}: {s:+.0f}" for n, s in pairs))
+
+
+if __name__ == "__main__":
+    main()
