@@ -22,60 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from atari_speed.core.errors import ConfigError
-from atari_speed.envs.pipeline import make_env
-from atari_speed.envs.wrappers import NOOPS, NoopReset
 from atari_speed.run.checkpoint import load_checkpoint
-from atari_speed.run.evaluation import play_side_by_side
-
-
-def noop_stage(env: gym.Env) -> NoopReset:
-    """The env's NoopReset wrapper, or ConfigError when its pipeline has none."""
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, NoopReset):
-            return env
-        env = env.env
-    raise ConfigError("its pipeline has no NoopReset stage: every game starts the same")
-
-
-def every_start(
-    pipeline: dict[str, Any], game: str, net: torch.nn.Module, max_frames: int, seed: int = 0
-) -> dict[str, Any]:
-    """One greedy game of ``net`` from each start (env i seeded ``seed + i``): the scores by
-    NOOP frames, each start's probability, their weighted mean, and whether the games are
-    the only ones it can play (no sticky actions)."""
-    probe = make_env(pipeline, game, seed=0)
-    try:
-        starts = noop_stage(probe).starts()
-    finally:
-        probe.close()
-    envs = [
-        make_env(pipeline, game, seed=seed + i, max_frames=max_frames) for i in range(len(starts))
-    ]
-    try:
-        scores = play_side_by_side(
-            envs,
-            net,
-            torch.device("cpu"),
-            0.0,
-            np.random.default_rng(0),
-            options=[{NOOPS: n} for n in starts],
-        )
-    finally:
-        for env in envs:
-            env.close()
-    weights = np.array(list(starts.values()))
-    return {
-        "noops": list(starts),
-        "weights": weights.tolist(),
-        "scores": scores,
-        "mean": float(np.dot(weights, scores)),
-        "exact": float(pipeline.get("repeat_action_probability", 0.0)) == 0.0,
-    }
+from atari_speed.run.evaluation import play_every_start
 
 
 def summary_line(name: str, result: dict[str, Any]) -> str:
@@ -112,7 +64,7 @@ def main() -> None:
         try:
             ckpt = load_checkpoint(path)
             net = ckpt.policy(torch.device("cpu"))
-            result = every_start(ckpt.pipeline, ckpt.game, net, args.max_frames)
+            result = play_every_start(ckpt.pipeline, ckpt.game, net, args.max_frames)
         except ConfigError as err:
             raise SystemExit(f"starts.py: {path}: {err}") from None
         name = f"{Path(path)} (agent step {ckpt.frames:,})"

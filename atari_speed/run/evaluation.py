@@ -19,7 +19,9 @@ import torch
 from atari_speed.agent.networks import build_network
 from atari_speed.agent.policy import act
 from atari_speed.core.config import EvalConfig
+from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import make_env
+from atari_speed.envs.wrappers import NOOPS, NoopReset
 from atari_speed.run.plan import Plan
 
 
@@ -113,6 +115,46 @@ def play_side_by_side(
                 step_obs, _ = envs[i].reset()
             obs[i] = np.asarray(step_obs)
     return [s for s in scores if s is not None]
+
+
+def noop_stage(env: gym.Env) -> NoopReset:
+    """The env's NoopReset wrapper, or ConfigError when its pipeline has none."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, NoopReset):
+            return env
+        env = env.env
+    raise ConfigError("its pipeline has no NoopReset stage: every game starts the same")
+
+
+def play_every_start(
+    pipeline: dict[str, Any], game: str, net: torch.nn.Module, max_frames: int, seed: int = 0
+) -> dict[str, Any]:
+    """One greedy game of ``net`` from each start NoopReset can give (env i seeded
+    ``seed + i``), side by side: the NOOP frames of each start, its probability, its score,
+    their weighted mean, and whether these are the only games the agent can play (no
+    sticky actions: then the mean is its expected greedy score, exactly). ConfigError for
+    a pipeline without NoopReset."""
+    probe = make_env(pipeline, game, seed=seed)
+    try:
+        starts = noop_stage(probe).starts()
+    finally:
+        probe.close()
+    envs = evaluation_envs(pipeline, game, len(starts), seed, max_frames)
+    try:
+        options = [{NOOPS: n} for n in starts]
+        rng = np.random.default_rng(seed)
+        scores = play_side_by_side(envs, net, torch.device("cpu"), 0.0, rng, options=options)
+    finally:
+        for env in envs:
+            env.close()
+    weights = np.array(list(starts.values()))
+    return {
+        "noops": list(starts),
+        "weights": weights.tolist(),
+        "scores": scores,
+        "mean": float(np.dot(weights, scores)),
+        "exact": float(pipeline.get("repeat_action_probability", 0.0)) == 0.0,
+    }
 
 
 class Evaluation:

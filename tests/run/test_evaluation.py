@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 
-from atari_speed.run.evaluation import play_side_by_side
+from atari_speed.agent.networks import DQN
+from atari_speed.core.errors import ConfigError
+from atari_speed.envs.pipeline import resolve_pipeline
+from atari_speed.run.evaluation import play_every_start, play_side_by_side
 
 
 class ScriptedGame(gym.Env):
@@ -153,3 +158,37 @@ def test_eval_max_frames_ends_a_game_at_that_many_emulator_frames_scored_as_it_s
         assert -21 < info["episode"]["r"] <= 0, "a game in progress: a point or two lost"
     finally:
         env.close()
+
+
+def small_pipeline(noop_max: int, sticky: float = 0.0) -> dict:
+    """pong-fast's pipeline with ``noop_max`` and sticky actions as given."""
+    pipeline = copy.deepcopy(resolve_pipeline("small"))
+    for stage in pipeline["stages"]:
+        if stage["wrapper"] == "NoopReset":
+            stage["noop_max"] = noop_max
+    pipeline["repeat_action_probability"] = sticky
+    return pipeline
+
+
+def test_every_start_plays_each_once_weighted_as_drawn_and_the_same_each_time():
+    torch.manual_seed(0)
+    net = DQN((4, 42, 42), 6, network="small", layer_norm=True).eval()
+    # Pong's ale-style start: one FIRE frame, then max(0, U{0..2} - 1) NOOPs: 0 twice in 3
+    result = play_every_start(small_pipeline(3), "pong", net, max_frames=2000)
+    assert result["noops"] == [0, 1] and result["weights"] == pytest.approx([2 / 3, 1 / 3])
+    assert len(result["scores"]) == 2 and result["exact"]
+    mean = 2 / 3 * result["scores"][0] + 1 / 3 * result["scores"][1]
+    assert result["mean"] == pytest.approx(mean)
+    # no sticky actions: a start's greedy game is one game, whatever the env's seed
+    again = play_every_start(small_pipeline(3), "pong", net, max_frames=2000, seed=100)
+    assert again["scores"] == result["scores"]
+    sticky = play_every_start(small_pipeline(2, sticky=0.25), "pong", net, max_frames=400)
+    assert not sticky["exact"]
+
+
+def test_every_start_refuses_a_pipeline_without_noop_starts():
+    pipeline = copy.deepcopy(resolve_pipeline("small"))
+    pipeline["stages"] = [s for s in pipeline["stages"] if s["wrapper"] != "NoopReset"]
+    net = DQN((4, 42, 42), 6, network="small", layer_norm=True).eval()
+    with pytest.raises(ConfigError, match="no NoopReset stage"):
+        play_every_start(pipeline, "pong", net, max_frames=400)
