@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from atari_speed.app.seeds import parse_seeds, report, run_seeds, score
+from atari_speed.app.seeds import finished, parse_seeds, report, run_seeds, score, score_starts
 from atari_speed.core.errors import interrupt_as_exception
 
 
@@ -56,6 +56,13 @@ def main(argv: list[str] | None = None) -> int:
         "--report-only", action="store_true", help="train and play nothing: report the runs"
     )
     parser.add_argument(
+        "--every-start",
+        action="store_true",
+        help="also play each finished seed's best.pt and final weights greedily from every "
+        "start NoopReset can give, weighted as drawn (benchmarks/starts.py; ~1-2 minutes a "
+        "file for Pong), once, into starts.json; with --report-only too",
+    )
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="a seed stopped part way (a checkpoint.pt, no finished summary) goes on from its "
@@ -75,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
                 run_seeds(args.preset, seeds, args.out, extra, max(args.lanes, 1), args.resume)
                 for seed in seeds:
                     score(args.out / f"s{seed}", args.episodes)
+        if args.every_start:
+            for seed in seeds:
+                if finished(args.out / f"s{seed}"):
+                    score_starts(args.out / f"s{seed}")
         title = args.title or f"{args.preset} {' '.join(extra)}".strip()
         if args.against is not None and not args.against.is_dir():
             raise ValueError(f"--against {args.against}: no such directory")

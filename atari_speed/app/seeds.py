@@ -36,6 +36,7 @@ from atari_speed.run.tracking import summary_steps
 ROOT = Path(__file__).resolve().parents[2]
 LEVELS = ("-15", "0")  # with the stop reward: the smoothed scores whose frames are reported
 STOP_WAIT = 120.0  # seconds a run has to save and exit after SIGTERM before it is killed
+STARTS_FILE = "starts.json"  # best.pt and the final weights played from every start
 
 
 @dataclass
@@ -75,6 +76,13 @@ class SeedResult:
     # games after are not the uninterrupted run's; empty for a run never stopped, or from
     # a version before the field
     resumed_at: tuple[int, ...] = ()
+    # best.pt's and the final weights' greedy games from every start NoopReset can give,
+    # weighted as drawn (starts.json, ``score_starts``): without sticky actions, each
+    # one's expected greedy score exactly; and the final weights' lowest start. None
+    # until scored
+    starts_best: float | None = None
+    starts_final: float | None = None
+    starts_final_low: float | None = None
 
     @property
     def solve_frames(self) -> float:
@@ -106,6 +114,9 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
     evaluations = summary.get("evaluations", [])
     after = [e["reward"] for e in evaluations if greedy and summary_steps(e) >= greedy]
     finals = [e["reward"] for e in evaluations if e.get("final")]
+    starts_path = run_dir / STARTS_FILE
+    starts = json.loads(starts_path.read_text()) if starts_path.is_file() else {}
+    final_starts = starts.get("final")
     return SeedResult(
         seed=seed,
         run_dir=str(run_dir),
@@ -123,6 +134,9 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
         budget=summary_steps(summary["preset"]["run"]),
         final=finals[-1] if finals else None,
         resumed_at=tuple(summary.get("resumed_at_steps", ())),
+        starts_best=starts["best"]["mean"] if "best" in starts else None,
+        starts_final=final_starts["mean"] if final_starts else None,
+        starts_final_low=min(final_starts["scores"]) if final_starts else None,
         **games_from(run_dir, greedy),
     )
 
@@ -218,7 +232,7 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
     head = [f"steps to {lv}" for lv in levels] + [f"min to {lv}" for lv in levels]
     head += ["greedy solve", "greedy low after", "games after (mean)", "greedy to book's"]
     head += ["FPS", "best smoothed"]
-    head += ["eval CPU", "play.py", "final weights"]
+    head += ["eval CPU", "play.py", "final weights", "every start: best.pt / final (lowest)"]
     lines = ["| seed | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
 
     def cells(frames: list[float], fps: float | None, rest: list[str], ran: int | None) -> str:
@@ -237,7 +251,7 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         after = "" if r.level_after is None else f"{r.games_after} ({r.level_after:+.1f})"
         final = "" if r.final is None else f"{r.final:+.1f}"
         rest = [greedy, low, after, gap_cell, f"{r.fps:,.0f}", best, _share(r.eval_share), play]
-        rest.append(final)
+        rest += [final, _starts_cell(r.starts_best, r.starts_final, r.starts_final_low)]
         lines.append(f"| {r.seed} | " + cells(frames, fps, rest, r.frames) + " |")
     fps = fps_alone or float(np.median([r.fps for r in results]))
     plays = [r.play for r in results if r.play is not None]
@@ -246,6 +260,10 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
     gaps = [g for g in map(greedy_gap, results) if g is not None]
     shares = [r.eval_share for r in results if r.eval_share is not None]
     finals = [r.final for r in results if r.final is not None]
+    starts = [
+        [getattr(r, f) for r in results if getattr(r, f) is not None]
+        for f in ("starts_best", "starts_final", "starts_final_low")
+    ]
     for name, pick in (("median", median), ("worst", max)):
         frames = [pick([level_frames(r, lv) for r in results]) for lv in levels]
         play = low = gap = after = final = ""
@@ -260,7 +278,8 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
             after = f"({_score_pick(levels_after, name):+.1f})"
         if finals:
             final = f"{_score_pick(finals, name):+.1f}"
-        rest = ["", low, after, gap, "", "", share, play, final]
+        picked = [_score_pick(v, name) if v else None for v in starts]
+        rest = ["", low, after, gap, "", "", share, play, final, _starts_cell(*picked)]
         lines.append(f"| **{name}** | " + cells(frames, fps, rest, None) + " |")
     solved = sum(r.solved for r in results)
     clock = f"{fps_alone:,.0f} FPS measured alone" if fps_alone else "each run's own FPS"
@@ -278,7 +297,10 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         "run's CPU from the first on (the first always plays, so a run that ends soon after "
         "it reads above eval.max_cpu_share; eval.at_end's final one is left out). play.py: "
         "best.pt's mean over greedy games. final weights: the weights the run ended with, "
-        "their greedy games' mean (eval.at_end; it counts in greedy low after).",
+        "their greedy games' mean (eval.at_end; it counts in greedy low after). every start: "
+        "best.pt's and the final weights' greedy games from every start NoopReset can give, "
+        "weighted as drawn (seeds.py --every-start; without sticky actions the agent's "
+        "expected greedy score, exactly), and the final weights' lowest start's score.",
     ]
     resumed = [r for r in results if r.resumed_at]
     if resumed:
@@ -292,6 +314,14 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
             "(docs/usage.md).",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _starts_cell(best: float | None, final: float | None, low: float | None) -> str:
+    if best is None and final is None:
+        return ""
+    best_text = "" if best is None else f"{best:+.1f}"
+    final_text = "" if final is None else f"{final:+.1f} ({low:+.0f})"
+    return f"{best_text} / {final_text}"
 
 
 def parted_at(run_dir: Path, other_dir: Path) -> tuple[bool, int] | None:
@@ -679,6 +709,39 @@ def score(run_dir: Path, episodes: int) -> float | None:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     write_text_atomic(path, json.dumps(result, indent=2))
     return float(result["mean"])
+
+
+def score_starts(run_dir: Path) -> dict[str, Any] | None:
+    """Play best.pt and the final weights (checkpoint.pt) greedily from every start
+    (``play_every_start``), each game cut at the run's eval.max_frames, once: saved as
+    starts.json beside them. None where the run has neither file, or its pipeline has no
+    NoopReset (said in a line)."""
+    path = run_dir / STARTS_FILE
+    if path.is_file():
+        return json.loads(path.read_text())
+    import torch  # here: the rest of seeds.py needs no torch
+
+    from atari_speed.run.checkpoint import load_checkpoint
+    from atari_speed.run.evaluation import play_every_start
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    max_frames = summary["preset"].get("eval", {}).get("max_frames", 0)
+    result: dict[str, Any] = {}
+    for name, file in (("best", "best.pt"), ("final", "checkpoint.pt")):
+        if not (run_dir / file).is_file():
+            continue
+        try:
+            ckpt = load_checkpoint(run_dir / file)
+            net = ckpt.policy(torch.device("cpu"))
+            played = play_every_start(ckpt.pipeline, ckpt.game, net, max_frames)
+        except ConfigError as err:
+            print(f"{run_dir / file}: not played from every start: {err}")
+            return None
+        result[name] = {"steps": ckpt.frames, **played}
+    if not result:
+        return None
+    write_text_atomic(path, json.dumps(result, indent=2))
+    return result
 
 
 def report(

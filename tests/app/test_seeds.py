@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from atari_speed.agent.networks import DQN
 from atari_speed.app import seeds as seeds_module
 from atari_speed.app.seeds import (
     finished,
@@ -25,9 +26,12 @@ from atari_speed.app.seeds import (
     rank_sum_p,
     read_result,
     report,
+    score_starts,
     table,
 )
 from atari_speed.core.errors import ConfigError
+from atari_speed.envs.pipeline import resolve_pipeline
+from atari_speed.run.checkpoint import Checkpoint, save_checkpoint
 from tests.scripts import ROOT
 
 
@@ -108,7 +112,7 @@ def test_table_reports_each_seed_then_median_and_worst(tmp_path):
     assert worst_cells[2:5] == ["0.50M", "0.80M", "not solved"]
     # minutes at each run's FPS (1000): 1.4M frames = 23.3 minutes
     assert median_cells[7] == "23.3"
-    assert worst_cells[-3] == "12.0" and median_cells[-3] == "15.5"  # play.py
+    assert worst_cells[-4] == "12.0" and median_cells[-4] == "15.5"  # play.py
     assert "2 of 3 seeds solved" in text
     assert (tmp_path / "seeds.png").is_file()
     assert json.loads((tmp_path / "seeds.json").read_text())["seeds"][2]["solved"] is False
@@ -151,10 +155,55 @@ def test_the_final_weights_have_a_column_whose_worst_is_the_lowest(tmp_path):
     assert [r.final for r in results] == [20.4, 3.6, None]
     assert [r.greedy_low for r in results] == [19.0, 3.6, 19.0]  # the final one is after
     rows = [line.split("|") for line in table(results).splitlines() if line.startswith("| ")]
-    final = {row[1].strip(): row[-2].strip() for row in rows}
+    final = {row[1].strip(): row[-3].strip() for row in rows}
     assert final["seed"] == "final weights"
     assert [final[k] for k in ("0", "1", "2")] == ["+20.4", "+3.6", ""]
     assert final["**worst**"] == "+3.6" and final["**median**"] == "+12.0"
+
+
+def test_every_start_has_a_column_of_best_pt_and_the_final_weights(tmp_path):
+    reached = {"18": 1_000_000}
+
+    def starts(best, final, final_scores):  # starts.json: weighted means, and the scores
+        return {"best": {"mean": best}, "final": {"mean": final, "scores": final_scores}}
+
+    played = (starts(19.5, 16.6, [11.0, 20.0]), starts(18.1, 20.4, [20.0, 21.0]), None)
+    for seed, kept in enumerate(played):
+        fake_run(tmp_path / f"s{seed}", seed, reached, 1_000_000, True)
+        if kept is not None:
+            (tmp_path / f"s{seed}" / "starts.json").write_text(json.dumps(kept))
+    results = [read_result(s, tmp_path / f"s{s}") for s in range(3)]
+    assert [r.starts_final_low for r in results] == [11.0, 20.0, None]
+    rows = [line.split("|") for line in table(results).splitlines() if line.startswith("| ")]
+    cells = {row[1].strip(): row[-2].strip() for row in rows}
+    assert cells["seed"] == "every start: best.pt / final (lowest)"
+    assert [cells[k] for k in ("0", "1", "2")] == ["+19.5 / +16.6 (+11)", "+18.1 / +20.4 (+20)", ""]
+    # the worst of each: the lowest best.pt, final weights and lowest start
+    assert cells["**worst**"] == "+18.1 / +16.6 (+11)"
+
+
+def test_score_starts_plays_best_pt_and_the_final_weights_from_every_start_once(tmp_path):
+    run_dir = fake_run(tmp_path / "s0", 0, {"18": 1_000_000}, 1_000_000, True)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["preset"]["eval"] = {"max_frames": 200}  # games cut short: an untrained agent
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    net = DQN((4, 42, 42), 6, network="small", layer_norm=True)
+    pipeline = resolve_pipeline("small")
+    for name, steps in (("best.pt", 500), ("checkpoint.pt", 1_000)):
+        checkpoint = Checkpoint(
+            game="pong", pipeline=pipeline, preset={}, obs_shape=[4, 42, 42], actions=6,
+            dueling=False, frames=steps, net=net.state_dict(), network="small", layer_norm=True,
+        )  # fmt: skip
+        save_checkpoint(checkpoint, run_dir / name)
+    played = score_starts(run_dir)
+    # pong-fast's ale-style start: one FIRE frame, then 0 to 28 NOOP frames (0 twice as often)
+    assert [played[k]["steps"] for k in ("best", "final")] == [500, 1_000]
+    assert played["final"]["noops"] == list(range(29)) and len(played["final"]["scores"]) == 29
+    assert played["final"]["weights"][0] == pytest.approx(2 / 30)
+    result = read_result(0, run_dir)
+    assert result.starts_final == pytest.approx(played["final"]["mean"])
+    (run_dir / "checkpoint.pt").unlink()  # once: starts.json is read, nothing played again
+    assert score_starts(run_dir) == played
 
 
 def test_resumed_runs_are_named_under_the_table_with_where_they_were_resumed(tmp_path):
