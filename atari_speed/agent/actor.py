@@ -196,7 +196,7 @@ class Actor:
         if games and (self.unscored.any() or self.score_offsets.any()):
             ended = np.flatnonzero(infos["_episode"])
             games = [
-                Game(game.score + self.score_offsets[i], game.length)
+                Game(float(game.score + self.score_offsets[i]), game.length)
                 for game, i in zip(games, ended, strict=True)
                 if not self.unscored[i]
             ]
