@@ -86,8 +86,8 @@ class NoopReset(gym.Wrapper):
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         chosen = (kwargs.get("options") or {}).get(NOOPS)
-        if chosen is not None and chosen not in self.starts():
-            first, last = min(self.starts()), max(self.starts())
+        if chosen is not None and chosen not in (starts := self.starts()):
+            first, last = min(starts), max(starts)
             raise ConfigError(
                 f"NoopReset: options[{NOOPS!r}] = {chosen} is not a start of its "
                 f"(it plays {first} to {last} NOOP frames)"

@@ -235,12 +235,9 @@ class Run:
             scores = self.saved_scores
             if scores is not None:
                 scores = np.where(full <= limit, np.asarray(scores, dtype=np.float64), np.nan)
-            kept = actor.realign(phases, self.epsilon, scores)
-            kept = (
-                ""
-                if scores is None
-                else f", the stopped run's points kept on {kept} of {len(phases)}"
-            )
+            scored = actor.realign(phases, self.epsilon, scores)
+            kept = f", the stopped run's points kept on {scored} of {len(phases)}"
+            kept = "" if scores is None else kept
             print(
                 f"--resume: each env brought back to the point of a game it was at "
                 f"({phases.min():,} to {phases.max():,} agent steps in{kept}; "
