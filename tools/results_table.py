@@ -13,6 +13,8 @@ everything between the two lines is replaced. The names:
   Pong on that kind of machine;
 - ``history``: one row per Pong run set marked ``summary`` but not ``current`` (superseded
   recipes, for docs/results.md's history section);
+- ``atari-history``: one row per Atari run not marked ``current``, and the Atari-5
+  estimate of those rows;
 - ``set:ID``: the per-seed table of run set ID of docs/results.json;
 - ``presets``: one row per presets/*.toml, its values read through the preset loader and
   its summary from the file's first comment line;
@@ -94,14 +96,57 @@ def _number(value: float) -> str:
     return f"{value:,}"
 
 
+RESULTS_HEADER = [
+    "| preset | game | machine (2 CPU cores unless said), precision | seeds | result "
+    "| `play.py`, greedy "
+    "| minutes | Dopamine at 10M frames: DQN / Rainbow | details |",
+    "|---|---|---|---|---|---:|---:|---:|---|",
+]
+
+
+def _atari_row(r: dict[str, Any], dopamine: dict[str, list[float]], link: str) -> str:
+    """One Atari run (or seeds' means) at 10M frames, beside Dopamine's DQN and Rainbow."""
+    greedy = _number(r["greedy"]) + (f" ({r['greedy_note']})" if r.get("greedy_note") else "")
+    baseline = dopamine.get(r["game"])
+    cells = [
+        f"`{r['preset']}`",
+        _game(r["game"]) + (", **sticky actions (like for like)**" if r["sticky"] else ""),
+        f"{r['cpu_short']}, {r['precision']}",
+        ", ".join(map(str, r["seeds"])),
+        f"{_number(r['last100'])}",
+        greedy,
+        ("~" if r["minutes_approx"] else "") + f"{r['minutes']}",
+        " / ".join(_number(v) for v in baseline) if baseline else "",
+        f"[{r['details']}]({link}#{r['details']})",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _atari5_line(estimate: dict[str, float], source: str) -> str:
+    return (
+        "Atari-5 estimate of the 57-game median human-normalised score, from the training "
+        f"scores of {source}: "
+        + ", ".join(f"{name} {value}%" for name, value in estimate.items())
+        + "."
+    )
+
+
+def atari_history(data: dict[str, Any], link: str) -> str:
+    """The Atari rows no longer marked ``current`` (one seed, no sticky actions, or an
+    earlier machine), with the Atari-5 estimate those rows gave."""
+    dopamine = data.get("dopamine_10m", {})
+    lines = list(RESULTS_HEADER)
+    lines += [_atari_row(r, dopamine, link) for r in data.get("atari", []) if not r.get("current")]
+    estimate = data.get("atari5")
+    if estimate:
+        lines.append("")
+        lines.append(_atari5_line(estimate, "the rows without sticky actions above, seed 0"))
+    return "\n".join(lines) + "\n"
+
+
 def today_table(data: dict[str, Any], link: str) -> str:
     """Today's presets: Pong's current run sets, then the current Atari runs."""
-    lines = [
-        "| preset | game | machine (2 CPU cores unless said), precision | seeds | result "
-        "| `play.py`, greedy "
-        "| minutes | Dopamine at 10M frames: DQN / Rainbow | details |",
-        "|---|---|---|---|---|---:|---:|---:|---|",
-    ]
+    lines = list(RESULTS_HEADER)
     for s in (s for s in data["sets"] if s.get("current")):
         runs = s["runs"]
         solved = [r for r in runs if r.get("to_18") is not None]
@@ -124,30 +169,11 @@ def today_table(data: dict[str, Any], link: str) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     dopamine = data.get("dopamine_10m", {})
-    for r in (r for r in data.get("atari", []) if r.get("current")):
-        greedy = _number(r["greedy"]) + (f" ({r['greedy_note']})" if r.get("greedy_note") else "")
-        baseline = dopamine.get(r["game"])
-        cells = [
-            f"`{r['preset']}`",
-            _game(r["game"]) + (", **sticky actions (like for like)**" if r["sticky"] else ""),
-            f"{r['cpu_short']}, {r['precision']}",
-            ", ".join(map(str, r["seeds"])),
-            f"{_number(r['last100'])}",
-            greedy,
-            ("~" if r["minutes_approx"] else "") + f"{r['minutes']}",
-            " / ".join(_number(v) for v in baseline) if baseline else "",
-            f"[{r['details']}]({link}#{r['details']})",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    estimate = data.get("atari5")
+    lines += [_atari_row(r, dopamine, link) for r in data.get("atari", []) if r.get("current")]
+    estimate = data.get("atari5_sticky")
     if estimate:
         lines.append("")
-        lines.append(
-            "Atari-5 estimate of the 57-game median human-normalised score, from the training "
-            "scores above (no sticky actions): "
-            + ", ".join(f"{name} {value}%" for name, value in estimate.items())
-            + "."
-        )
+        lines.append(_atari5_line(estimate, "the sticky rows above, seed means"))
     return "\n".join(lines) + "\n"
 
 
@@ -294,6 +320,8 @@ def render(name: str, data: dict[str, Any], link: str, preset_dir: Path) -> str:
         return pong_minutes(data, link)
     if name == "history":
         return summary_table(sets, link)
+    if name == "atari-history":
+        return atari_history(data, link)
     if name == "presets":
         return preset_table(preset_dir)
     if name.startswith("set:"):
