@@ -173,7 +173,9 @@ def today_table(data: dict[str, Any], link: str) -> str:
     estimate = data.get("atari5_sticky")
     if estimate:
         lines.append("")
-        lines.append(_atari5_line(estimate, "the sticky record (docs/atari/sticky: each game's seed mean)"))
+        lines.append(
+            _atari5_line(estimate, "the sticky record (docs/atari/sticky: each game's seed mean)")
+        )
     return "\n".join(lines) + "\n"
 
 
