@@ -345,15 +345,21 @@ class GameRecorder(gym.Wrapper):
         self.reward = 0.0
         self.frames = 0
         self.agent_steps = 0
+        # (emulator frame, score after it) for each frame that scored: the game's score at
+        # any frame, which a greedy evaluation that merges games needs (run.evaluation)
+        self.scored: list[tuple[int, float]] = []
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         self.reward, self.frames, self.agent_steps = 0.0, 0, 0
+        self.scored = []
         return self.env.reset(**kwargs)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.reward += float(reward)
         self.frames += 1
+        if reward:
+            self.scored.append((self.frames, self.reward))
         info[GAME_SCORE] = self.reward
         if terminated or truncated:
             info = {

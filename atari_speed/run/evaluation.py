@@ -7,6 +7,7 @@ cost is mostly the emulators' steps.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Sequence
@@ -115,6 +116,100 @@ def play_side_by_side(
                 step_obs, _ = envs[i].reset()
             obs[i] = np.asarray(step_obs)
     return [s for s in scores if s is not None]
+
+
+@dataclasses.dataclass
+class _Game:
+    """One game of ``play_merging``: where it stopped and what it scored until then, and
+    the game it goes on as, if it met one."""
+
+    end: int = 0  # the emulator frame it stopped at: over, or merged into another
+    score: float = 0.0  # its score at ``end``
+    scored: list[tuple[int, float]] = dataclasses.field(default_factory=list)
+    link: tuple[int, int, float] | None = None  # (the other game, its frame, its score) then
+
+
+def play_merging(
+    envs: list[gym.Env],
+    net: torch.nn.Module,
+    device: torch.device,
+    options: Sequence[dict[str, Any] | None],
+    max_frames: int = 0,
+    stop: threading.Event | None = None,
+) -> tuple[list[float], int]:
+    """``play_side_by_side`` for a greedy agent without sticky actions, where a game is a
+    function of its start: a game that reaches a state (the emulator's RAM and the
+    observation) another game was in stops there and goes on as that game did, shifted
+    by the frames between them. Starts that differ by a few NOOPs meet within steps (a
+    Pong agent's 29 starts play two to four games), so most games are not played out.
+
+    The scores are those the games would have had, to the frame: ``max_frames`` (0 = the
+    emulator's) ends a game that went on as another one where its own frame count runs
+    out, so a game only goes on as one that was in that state at no more frames than its
+    own. Returns each game's score (``[]`` when ``stop`` ended play) and the agent steps
+    played."""
+    recorders = [env.recorder for env in envs]  # type: ignore[attr-defined]
+    obs = [np.asarray(env.reset(options=o)[0]) for env, o in zip(envs, options, strict=True)]
+    games = [_Game() for _ in envs]
+    playing, steps = set(range(len(envs))), 0
+    seen: dict[bytes, tuple[int, int, float]] = {}  # state -> (game, its frame, its score)
+
+    def leads_to(game: int, other: int) -> bool:
+        while game != other and games[game].link is not None:
+            game = games[game].link[0]  # type: ignore[index]
+        return game == other
+
+    def halt(game: int, frame: int, link: tuple[int, int, float] | None = None) -> None:
+        scored = [(f, r) for f, r in recorders[game].scored if f <= frame]
+        score = scored[-1][1] if scored else 0.0
+        games[game] = _Game(frame, score, scored, link)
+        playing.discard(game)
+
+    rng = np.random.default_rng(0)  # epsilon 0: never drawn from
+    while playing and not (stop is not None and stop.is_set()):
+        order = sorted(playing)
+        batch = np.stack([obs[i] for i in order])
+        actions = act(net, batch, 0.0, envs[0].action_space.n, rng, device)[0]
+        for i, action in zip(order, actions, strict=True):
+            step_obs, _, terminated, truncated, info = envs[i].step(int(action))
+            steps += 1
+            if "episode" in info:
+                halt(i, recorders[i].frames)
+                continue
+            if terminated or truncated:  # a life lost: the game goes on (EpisodicLife)
+                step_obs, _ = envs[i].reset()
+            obs[i] = np.asarray(step_obs)
+        for i in sorted(playing):
+            key = envs[i].unwrapped.ale.getRAM().tobytes() + obs[i].tobytes()
+            here = (i, recorders[i].frames, recorders[i].reward)
+            other, frame, _ = seen.get(key, here)
+            stale = other not in playing and frame > games[other].end
+            if other == i or stale or leads_to(other, i):
+                seen[key] = here  # new, or a state of this game's own loop
+            elif frame <= here[1]:
+                halt(i, here[1], seen[key])
+            elif other in playing:  # it was here at more frames: it goes on as this one
+                halt(other, frame, here)
+                seen[key] = here
+            else:
+                seen[key] = here
+
+    if playing:
+        return [], steps
+
+    def score_at(game: int, frame: int) -> float:
+        g = games[game]
+        if g.link is None or frame <= g.end:
+            return next((r for f, r in reversed(g.scored) if f <= frame), 0.0)
+        other, at, score = g.link
+        return g.score + score_at(other, at + frame - g.end) - score
+
+    def last_frame(game: int) -> int:
+        g = games[game]
+        return g.end if g.link is None else g.end + last_frame(g.link[0]) - g.link[1]
+
+    ends = [last_frame(i) for i in range(len(envs))]
+    return [score_at(i, min(e, max_frames) if max_frames else e) for i, e in enumerate(ends)], steps
 
 
 def noop_stage(env: gym.Env) -> NoopReset:

@@ -13,7 +13,12 @@ import torch
 from atari_speed.agent.networks import DQN
 from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import resolve_pipeline
-from atari_speed.run.evaluation import play_every_start, play_side_by_side
+from atari_speed.run.evaluation import (
+    evaluation_envs,
+    play_every_start,
+    play_merging,
+    play_side_by_side,
+)
 
 
 class ScriptedGame(gym.Env):
@@ -192,3 +197,24 @@ def test_every_start_refuses_a_pipeline_without_noop_starts():
     net = DQN((4, 42, 42), 6, network="small", layer_norm=True).eval()
     with pytest.raises(ConfigError, match="no NoopReset stage"):
         play_every_start(pipeline, "pong", net, max_frames=400)
+
+
+def test_games_that_meet_are_played_once_and_score_as_if_played_out():
+    torch.manual_seed(0)
+    net = DQN((4, 42, 42), 6, network="small", layer_norm=True).eval()
+    pipeline, starts = small_pipeline(10), [{"noops": n} for n in range(9)]
+    cpu, rng = torch.device("cpu"), np.random.default_rng(0)
+    for max_frames in (1500, 3001):  # each cuts the games at another point of a rally
+        envs = evaluation_envs(pipeline, "pong", len(starts), 0, max_frames)
+        whole = play_side_by_side(envs, net, cpu, 0.0, rng, options=starts)
+        played = sum(env.recorder.agent_steps for env in envs)
+        envs = evaluation_envs(pipeline, "pong", len(starts), 0, max_frames)
+        merged, steps = play_merging(envs, net, cpu, starts, max_frames)
+        # the same score for every start, to the frame of each one's own cap ...
+        assert merged == whole
+        # ... from far fewer steps: starts a few NOOPs apart meet within steps
+        assert steps < played / 2
+    stop = threading.Event()
+    stop.set()
+    envs = evaluation_envs(pipeline, "pong", 2, 0, 400)
+    assert play_merging(envs, net, cpu, starts[:2], 400, stop=stop)[0] == []
