@@ -109,13 +109,19 @@ def play_side_by_side(
         batch = np.stack([obs[i] for i in playing])
         actions = act(net, batch, epsilon, envs[0].action_space.n, rng, device)[0]
         for i, action in zip(playing, actions, strict=True):
-            step_obs, _, terminated, truncated, info = envs[i].step(int(action))
-            if "episode" in info:
-                scores[i] = float(info["episode"]["r"])
-            elif terminated or truncated:  # a life lost: the game goes on (EpisodicLife)
-                step_obs, _ = envs[i].reset()
-            obs[i] = np.asarray(step_obs)
+            obs[i], scores[i] = step_game(envs[i], int(action))
     return [s for s in scores if s is not None]
+
+
+def step_game(env: gym.Env, action: int) -> tuple[np.ndarray, float | None]:
+    """One agent step of a whole game: the next observation, and the game's unclipped
+    score if the step ended it (a lost life does not: the game goes on, EpisodicLife)."""
+    step_obs, _, terminated, truncated, info = env.step(action)
+    if "episode" in info:
+        return np.asarray(step_obs), float(info["episode"]["r"])
+    if terminated or truncated:
+        step_obs, _ = env.reset()
+    return np.asarray(step_obs), None
 
 
 @dataclasses.dataclass
@@ -171,28 +177,23 @@ def play_merging(
         batch = np.stack([obs[i] for i in order])
         actions = act(net, batch, 0.0, envs[0].action_space.n, rng, device)[0]
         for i, action in zip(order, actions, strict=True):
-            step_obs, _, terminated, truncated, info = envs[i].step(int(action))
+            obs[i], over = step_game(envs[i], int(action))
             steps += 1
-            if "episode" in info:
+            if over is not None:
                 halt(i, recorders[i].frames)
-                continue
-            if terminated or truncated:  # a life lost: the game goes on (EpisodicLife)
-                step_obs, _ = envs[i].reset()
-            obs[i] = np.asarray(step_obs)
         for i in sorted(playing):
             key = envs[i].unwrapped.ale.getRAM().tobytes() + obs[i].tobytes()
             here = (i, recorders[i].frames, recorders[i].reward)
             other, frame, _ = seen.get(key, here)
             stale = other not in playing and frame > games[other].end
-            if other == i or stale or leads_to(other, i):
-                seen[key] = here  # new, or a state of this game's own loop
-            elif frame <= here[1]:
+            # not a new state, one of this game's own loop, or a state its game left
+            meets = other != i and not stale and not leads_to(other, i)
+            if meets and frame <= here[1]:
                 halt(i, here[1], seen[key])
-            elif other in playing:  # it was here at more frames: it goes on as this one
+                continue
+            if meets and other in playing:  # it was here at more frames: it goes on as this one
                 halt(other, frame, here)
-                seen[key] = here
-            else:
-                seen[key] = here
+            seen[key] = here
 
     if playing:
         return [], steps
