@@ -5,15 +5,17 @@ frames between two evaluations at a given training FPS.
 
     uv run benchmarks/eval_cost.py runs/x/best.pt --fps 1571 --every 100000 --reps 3
 
-Both backends time the envs' making, play and closing, as the run's evaluation does
+Every backend times the envs' making, play and closing, as the run's evaluation does
 (before ``--backend`` existed the figures left making and closing out). The share
 printed is the evaluation's CPU over training's (``cores`` x the seconds those agent steps
 take at ``--fps``): what a run loses while evaluations are on, where the machine has no
 idle core. ``--backend ale`` plays greedy games of the same snapshot on ale-py's C++
 vector env instead (its own resize; one worker thread, one batched forward pass a step,
 every env stepped until the longest game ends): whether a faster env would make an
-evaluation cheaper; ``--backend ale --episodes 40 --reps 1`` is also the quick way to see
-how many of 40 game starts a snapshot loses. ``--as-run`` plays, once, the games the run's
+evaluation cheaper. ``--backend every-start`` plays what ``eval.every_start`` plays: one
+greedy game from every start, those that meet played once (``--episodes`` is unused).
+``--backend ale --episodes 40 --reps 1`` is also the quick way to see how many of 40 game
+starts a snapshot loses. ``--as-run`` plays, once, the games the run's
 own evaluation of the checkpoint's weights plays (its seeds, epsilon and eval.max_frames):
 what ``eval.at_end`` scores for the final weights of a run from before it, given its
 checkpoint.pt. A trained agent's games are the long ones (Pong's last 1,600 to 2,400
@@ -35,7 +37,12 @@ from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import make_env
 from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.checkpoint import load_checkpoint
-from atari_speed.run.evaluation import evaluation_envs, evaluation_seed, play_side_by_side
+from atari_speed.run.evaluation import (
+    evaluation_envs,
+    evaluation_seed,
+    play_every_start,
+    play_side_by_side,
+)
 
 
 def play_on_ale(ckpt: object, net: torch.nn.Module, episodes: int, seed: int) -> list[float]:
@@ -90,10 +97,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--backend",
-        choices=("python", "ale"),
+        choices=("python", "ale", "every-start"),
         default="python",
         help="python: the run's evaluation (the pipeline's envs side by side); "
-        "ale: ale-py's vector env",
+        "ale: ale-py's vector env; every-start: eval.every_start's games",
     )
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--reps", type=int, default=3, help="evaluations timed (median)")
@@ -106,12 +113,15 @@ def main() -> None:
     ckpt = load_checkpoint(args.checkpoint)
     net = ckpt.policy(torch.device("cpu"))
     budget = args.cores * args.every / args.fps
+    max_frames = ckpt.preset.get("eval", {}).get("max_frames", 0)
     costs = []
     for rep in range(1 if args.as_run else args.reps):
         cpu, wall = time.process_time(), time.perf_counter()
         if args.as_run:
             scores = play_as_run(ckpt, net, args.episodes)
             print(f"agent step {ckpt.frames:,}: games {scores}")
+        elif args.backend == "every-start":
+            scores = play_every_start(ckpt.pipeline, ckpt.game, net, max_frames)["scores"]
         elif args.backend == "ale":
             try:
                 scores = play_on_ale(ckpt, net, args.episodes, seed=1000 * rep)

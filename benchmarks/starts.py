@@ -11,8 +11,13 @@ that wins most starts 21-0 and walks into a losing loop from a few (a "trap") sh
 as what it is, not as an evaluation's unlucky draw. With sticky actions a start's game is
 one draw among many, and the mean is an estimate (it says so).
 
+Games that reach the same state are played once (``evaluation.play_merging``, what
+``eval.every_start`` plays); ``--played-out`` also plays every start out, side by side,
+and says whether the scores agree and what each way cost.
+
     uv run benchmarks/starts.py runs/x/s0/checkpoint.pt runs/x/s0/best.pt
     uv run benchmarks/starts.py runs/x/s*/checkpoint.pt --per-start
+    uv run benchmarks/starts.py runs/x/s0/best.pt --played-out
 """
 
 from __future__ import annotations
@@ -26,8 +31,14 @@ import numpy as np
 import torch
 
 from atari_speed.core.errors import ConfigError
+from atari_speed.envs.wrappers import NOOPS
 from atari_speed.run.checkpoint import load_checkpoint
-from atari_speed.run.evaluation import play_every_start
+from atari_speed.run.evaluation import (
+    evaluation_envs,
+    every_start,
+    play_every_start,
+    play_side_by_side,
+)
 
 
 def summary_line(name: str, result: dict[str, Any]) -> str:
@@ -44,6 +55,21 @@ def summary_line(name: str, result: dict[str, Any]) -> str:
     )
 
 
+def played_out(
+    pipeline: dict[str, Any], game: str, net: torch.nn.Module, max_frames: int
+) -> tuple[list[float], int]:
+    """Every start's greedy game played out, side by side: the scores, the agent steps."""
+    options = [{NOOPS: n} for n in every_start(pipeline, game)]
+    envs = evaluation_envs(pipeline, game, len(options), 0, max_frames, options)
+    try:
+        rng = np.random.default_rng(0)
+        scores = play_side_by_side(envs, net, torch.device("cpu"), 0.0, rng, options=options)
+        return scores, sum(env.recorder.agent_steps for env in envs)  # type: ignore[attr-defined]
+    finally:
+        for env in envs:
+            env.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -57,6 +83,12 @@ def main() -> None:
         "default in pong-fast: a greedy Pong agent can rally forever)",
     )
     parser.add_argument("--per-start", action="store_true", help="also each start's score")
+    parser.add_argument(
+        "--played-out",
+        action="store_true",
+        help="also play every start out (no merging): the scores must agree; both ways' "
+        "agent steps and seconds",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)  # the games' steps are most of the time; one core each
     for path in args.checkpoints:
@@ -67,8 +99,17 @@ def main() -> None:
             result = play_every_start(ckpt.pipeline, ckpt.game, net, args.max_frames)
         except ConfigError as err:
             raise SystemExit(f"starts.py: {path}: {err}") from None
+        seconds = time.perf_counter() - started
         name = f"{Path(path)} (agent step {ckpt.frames:,})"
-        print(f"{summary_line(name, result)}; {time.perf_counter() - started:.0f} s")
+        print(f"{summary_line(name, result)}; {result['steps']:,} agent steps, {seconds:.0f} s")
+        if args.played_out:
+            started = time.perf_counter()
+            whole, steps = played_out(ckpt.pipeline, ckpt.game, net, args.max_frames)
+            agree = "the same scores" if whole == result["scores"] else "OTHER SCORES"
+            print(
+                f"  played out: {agree}; {steps:,} agent steps, "
+                f"{time.perf_counter() - started:.0f} s"
+            )
         if args.per_start:
             pairs = zip(result["noops"], result["scores"], strict=True)
             print("  " + ", ".join(f"{n}: {s:+.0f}" for n, s in pairs))

@@ -402,6 +402,15 @@ class EvalConfig:
         "one evaluation. Once the smoothed score has reached eval.from_reward",
         False,
     )
+    every_start: bool = doc(
+        "each evaluation plays one greedy game from every start the pipeline's NoopReset "
+        "can give, weighted by how often a reset draws it, in place of eval.episodes games: "
+        "without sticky actions a greedy agent's game is a function of its start, so this is "
+        "its expected greedy score, exactly, where a few games draw a few starts. Games that "
+        "reach the same state are played once (run.evaluation.play_merging). Needs "
+        "eval.epsilon = 0 and a pipeline with NoopReset and no sticky actions",
+        False,
+    )
     average_steps: int = doc(
         "0 = evaluations play the weights as they are; else an exponential moving average "
         "of the weights over about this many agent steps (its time constant), and best.pt "
@@ -569,6 +578,11 @@ def check_consistency(source: str, preset: Preset) -> None:
             ("score_from", explore.score_from),
             preset.run.stop_reward,
             "epsilon falls",
+        )
+    if preset.eval.every_start and preset.eval.epsilon != 0:
+        raise ConfigError(
+            f"{source}: [eval] every_start = true with epsilon = {preset.eval.epsilon:g}: every "
+            "start's one game is the greedy agent's; set epsilon = 0, or every_start = false"
         )
     if preset.dqn.algorithm == "pqn":
         _check_pqn(source, preset)

@@ -334,6 +334,7 @@ def make_env(
     *,
     tap: Callable[[gym.Env, str], gym.Env] | None = None,
     max_frames: int | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> gym.Env:
     """Build one env: emulator, then the pipeline's stages, with whole-game statistics.
 
@@ -342,7 +343,8 @@ def make_env(
     ``tap`` is for profiling: it wraps the emulator and each stage (see ``timing``).
     ``max_frames``: a game's most emulator frames, after which the emulator ends it as
     truncated, so every stage sees an ordinary game end (None: MAX_EPISODE_FRAMES). ALE
-    reads it when the ROM loads, which the first, seeded reset does.
+    reads it when the ROM loads, which the first, seeded reset does. ``options`` go to
+    that reset (a start: ``wrappers.NOOPS``).
     """
     resolved = resolve_pipeline(pipeline)
     emulator = make_emulator(game, resolved["repeat_action_probability"])
@@ -352,6 +354,6 @@ def make_env(
     env = w.AgentStepCounter(build_stages(recorder, resolved["stages"], tap), recorder)
     env.pipeline = resolved  # type: ignore[attr-defined]
     if seed is not None:
-        env.reset(seed=seed)
+        env.reset(seed=seed, options=dict(options) if options else None)
         env.action_space.seed(seed)
     return env

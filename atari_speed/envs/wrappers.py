@@ -112,6 +112,15 @@ class NoopReset(gym.Wrapper):
         return obs, info
 
 
+def noop_stage(env: gym.Env) -> NoopReset:
+    """The env's NoopReset wrapper, or ConfigError when its pipeline has none."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, NoopReset):
+            return env
+        env = env.env
+    raise ConfigError("its pipeline has no NoopReset stage: every game starts the same")
+
+
 class MaxAndSkip(gym.Wrapper):
     """Repeat each action ``skip`` frames and sum the rewards.
 

@@ -8,6 +8,7 @@ cost is mostly the emulators' steps.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import threading
 import time
 from collections.abc import Sequence
@@ -20,9 +21,8 @@ import torch
 from atari_speed.agent.networks import build_network
 from atari_speed.agent.policy import act
 from atari_speed.core.config import EvalConfig
-from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import make_env
-from atari_speed.envs.wrappers import NOOPS, NoopReset
+from atari_speed.envs.wrappers import NOOPS, noop_stage
 from atari_speed.run.plan import Plan
 
 
@@ -77,13 +77,20 @@ def evaluation_seed(run_seed: int, steps: int) -> int:
 
 
 def evaluation_envs(
-    pipeline: dict[str, Any], game: str, episodes: int, seed: int, max_frames: int = 0
+    pipeline: dict[str, Any],
+    game: str,
+    episodes: int,
+    seed: int,
+    max_frames: int = 0,
+    options: Sequence[dict[str, Any] | None] | None = None,
 ) -> list[gym.Env]:
     """An evaluation's ``episodes`` envs, env i seeded with ``seed + i``; ``max_frames``
-    (``eval.max_frames``): a game's most emulator frames, 0 = the emulator's."""
+    (``eval.max_frames``): a game's most emulator frames, 0 = the emulator's; ``options``,
+    one per env, go to its first reset (``make_env``)."""
+    options = options or [None] * episodes
     return [
-        make_env(pipeline, game, seed=seed + i, max_frames=max_frames or None)
-        for i in range(episodes)
+        make_env(pipeline, game, seed=seed + i, max_frames=max_frames or None, options=o)
+        for i, o in enumerate(options)
     ]
 
 
@@ -182,12 +189,14 @@ def play_merging(
             if over is not None:
                 halt(i, recorders[i].frames)
         for i in sorted(playing):
-            key = envs[i].unwrapped.ale.getRAM().tobytes() + obs[i].tobytes()
+            state = envs[i].unwrapped.ale.getRAM().tobytes() + obs[i].tobytes()
+            key = hashlib.blake2b(state, digest_size=16).digest()  # a game's states held small
             here = (i, recorders[i].frames, recorders[i].reward)
             other, frame, _ = seen.get(key, here)
-            stale = other not in playing and frame > games[other].end
-            # not a new state, one of this game's own loop, or a state its game left
-            meets = other != i and not stale and not leads_to(other, i)
+            # not a new state, nor one of this game's own loop, nor of a game that goes on as
+            # this one. A state another game was in after it stopped (it went on as a third)
+            # is met all the same: that game's frames past its stop are the third's, shifted
+            meets = other != i and not leads_to(other, i)
             if meets and frame <= here[1]:
                 halt(i, here[1], seen[key])
                 continue
@@ -213,52 +222,71 @@ def play_merging(
     return [score_at(i, min(e, max_frames) if max_frames else e) for i, e in enumerate(ends)], steps
 
 
-def noop_stage(env: gym.Env) -> NoopReset:
-    """The env's NoopReset wrapper, or ConfigError when its pipeline has none."""
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, NoopReset):
-            return env
-        env = env.env
-    raise ConfigError("its pipeline has no NoopReset stage: every game starts the same")
+def every_start(pipeline: dict[str, Any], game: str) -> dict[int, float]:
+    """Each start the pipeline's NoopReset can give (its NOOP frames) with its probability;
+    ConfigError for a pipeline without NoopReset."""
+    probe = make_env(pipeline, game)
+    try:
+        return noop_stage(probe).starts()
+    finally:
+        probe.close()
 
 
 def play_every_start(
-    pipeline: dict[str, Any], game: str, net: torch.nn.Module, max_frames: int, seed: int = 0
+    pipeline: dict[str, Any],
+    game: str,
+    net: torch.nn.Module,
+    max_frames: int,
+    seed: int = 0,
+    device: torch.device | None = None,
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
-    """One greedy game of ``net`` from each start NoopReset can give (env i seeded
-    ``seed + i``), side by side: the NOOP frames of each start, its probability, its score,
-    their weighted mean, and whether these are the only games the agent can play (no
-    sticky actions: then the mean is its expected greedy score, exactly). ConfigError for
-    a pipeline without NoopReset."""
-    probe = make_env(pipeline, game, seed=seed)
+    """One greedy game of ``net`` from each start NoopReset can give, side by side, each on
+    an env made for it (env i seeded ``seed + i``) whose first reset and whose game's reset
+    both play that start: the NOOP frames of each start, its probability, its score, their
+    weighted mean, the agent steps played, and whether these are the only games the agent
+    can play (no sticky actions: then the mean is its expected greedy score in an
+    evaluation's games, exactly, and games that meet are played once: ``play_merging``).
+    ``stop`` ends play early, with no scores and a mean of nan. ConfigError for a pipeline
+    without NoopReset.
+
+    An evaluation's game is the first on an env made for it, and which game that is the
+    env's first reset decides: ALE's reset of a game does not clear all of the console's
+    state, so the NOOP frames played before it can change the game after it, whatever that
+    game's own start. A reused env would play other games."""
+    starts = every_start(pipeline, game)
+    exact = float(pipeline.get("repeat_action_probability", 0.0)) == 0.0
+    device = device or torch.device("cpu")
+    options = [{NOOPS: n} for n in starts]
+    envs = evaluation_envs(pipeline, game, len(starts), seed, max_frames, options)
     try:
-        starts = noop_stage(probe).starts()
-    finally:
-        probe.close()
-    envs = evaluation_envs(pipeline, game, len(starts), seed, max_frames)
-    try:
-        options = [{NOOPS: n} for n in starts]
-        rng = np.random.default_rng(seed)
-        scores = play_side_by_side(envs, net, torch.device("cpu"), 0.0, rng, options=options)
+        if exact:
+            scores, steps = play_merging(envs, net, device, options, max_frames, stop)
+        else:
+            rng = np.random.default_rng(seed)
+            scores = play_side_by_side(envs, net, device, 0.0, rng, stop, options)
+            steps = sum(env.recorder.agent_steps for env in envs)  # type: ignore[attr-defined]
     finally:
         for env in envs:
             env.close()
     weights = np.array(list(starts.values()))
+    whole = len(scores) == len(starts)
     return {
         "noops": list(starts),
         "weights": weights.tolist(),
-        "scores": scores,
-        "mean": float(np.dot(weights, scores)),
-        "exact": float(pipeline.get("repeat_action_probability", 0.0)) == 0.0,
+        "scores": scores if whole else [],
+        "mean": float(np.dot(weights, scores)) if whole else float("nan"),
+        "steps": steps,
+        "exact": exact,
     }
 
 
 class Evaluation:
-    """Plays ``eval.episodes`` games with a snapshot of ``weights`` (a network's state
-    dict: the online network's, or their average) in a background thread, so the loop
-    (and in parallel mode, the learner) never waits for it. ``frames``, ``seconds`` and
-    ``run_cpu_seconds`` (the run's CPU time) say when the snapshot was taken: the score is
-    of the weights then."""
+    """Plays ``eval.episodes`` games (or one from every start: ``eval.every_start``) with
+    a snapshot of ``weights`` (a network's state dict: the online network's, or their
+    average) in a background thread, so the loop (and in parallel mode, the learner) never
+    waits for it. ``frames``, ``seconds`` and ``run_cpu_seconds`` (the run's CPU time) say
+    when the snapshot was taken: the score is of the weights then."""
 
     def __init__(
         self,
@@ -275,7 +303,8 @@ class Evaluation:
         snapshot.load_state_dict(self.net_state)
         snapshot.eval()
         self.stop = threading.Event()
-        self.scores: list[float] = []
+        self.scores: list[float] = []  # each game's; with eval.every_start, each start's
+        self.mean = float("nan")  # theirs; with eval.every_start, weighted as drawn
         self.error: BaseException | None = None
         self.cpu_seconds = 0.0  # this thread's CPU time (not torch's pool threads)
         seed = evaluation_seed(plan.preset.run.seed, frames)
@@ -283,14 +312,20 @@ class Evaluation:
         def play() -> None:
             start = time.thread_time()
             envs: list[gym.Env] = []
+            game = plan.preset.env.game
             try:
-                envs = evaluation_envs(
-                    plan.pipeline, plan.preset.env.game, ev.episodes, seed, ev.max_frames
-                )
+                if ev.every_start:
+                    played = play_every_start(
+                        plan.pipeline, game, snapshot, ev.max_frames, seed, plan.device, self.stop
+                    )
+                    self.scores, self.mean = played["scores"], played["mean"]
+                    return
+                envs = evaluation_envs(plan.pipeline, game, ev.episodes, seed, ev.max_frames)
                 rng = np.random.default_rng(seed)
                 self.scores = play_side_by_side(
                     envs, snapshot, plan.device, ev.epsilon, rng, stop=self.stop
                 )
+                self.mean = float(np.mean(self.scores)) if self.scores else float("nan")
             except BaseException as err:  # reported on the main thread by result()
                 self.error = err
             finally:
@@ -305,10 +340,11 @@ class Evaluation:
         return not self.thread.is_alive()
 
     def result(self) -> float:
-        """The mean score of the games played; re-raises what stopped the thread."""
+        """The mean score of the games played (``eval.every_start``: of the starts,
+        weighted as a reset draws them); re-raises what stopped the thread."""
         if self.error is not None:
             raise self.error
-        return float(np.mean(self.scores)) if self.scores else float("nan")
+        return self.mean
 
     def wait(self) -> None:
         """Until the games are over. A short join at a time, so that Ctrl-C and SIGTERM

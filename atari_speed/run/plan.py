@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import gymnasium as gym
 import torch
 
 from atari_speed.agent.networks import pick_device
 from atari_speed.core.config import Preset, steps_budget
 from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import make_env, resolve_game, resolve_pipeline
+from atari_speed.envs.wrappers import noop_stage
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,21 @@ def require_ray() -> Any:
     return ray
 
 
+def check_every_start(pipeline: dict[str, Any], probe: gym.Env) -> None:
+    """ConfigError unless ``eval.every_start`` can play this pipeline: a NoopReset stage
+    to give the starts, and no sticky actions (a start's greedy game is then one game)."""
+    where = f"eval.every_start = true with pipeline {pipeline.get('name', 'inline')!r}"
+    if pipeline.get("repeat_action_probability", 0.0):
+        raise ConfigError(
+            f"{where}: its sticky actions make a start's greedy game one draw of many; "
+            "set eval.every_start = false (eval.episodes games are played then)"
+        )
+    try:
+        noop_stage(probe)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}; set eval.every_start = false") from None
+
+
 def make_plan(preset: Preset, choices: dict[str, Any] | None = None) -> Plan:
     """Resolve ``preset`` into a plan; ConfigError if an ``auto`` field is left unchosen.
     A budget in emulator frames becomes one in agent steps here, where the pipeline's
@@ -99,7 +116,11 @@ def make_plan(preset: Preset, choices: dict[str, Any] | None = None) -> Plan:
     pipeline = resolve_pipeline(env.pipeline, env.image_backend or None)
     probe = make_env(pipeline, env.game)
     obs_shape, actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
-    probe.close()
+    try:
+        if preset.eval.every_start:
+            check_every_start(pipeline, probe)
+    finally:
+        probe.close()
     choices = dict(choices or {})
     preset, budget = steps_budget(preset, frame_skip(pipeline))
     if budget:

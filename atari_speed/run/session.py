@@ -358,7 +358,11 @@ class Run:
     def _start_evaluation(self) -> None:
         weights = self.learner.net.state_dict() if self.average is None else self.average.weights
         self.evaluation = Evaluation(
-            self.plan, weights, self.frames, self.tracker.seconds, self.tracker.cpu_seconds
+            self.plan,
+            weights,
+            self.frames,
+            self.tracker.seconds,
+            self.tracker.cpu_seconds,
         )
 
     def _record_evaluation(self, final: bool = False) -> None:
@@ -397,16 +401,18 @@ class Run:
             return
         self._start_evaluation()
         assert self.evaluation is not None
+        games = "a game from every start" if ev.every_start else f"{ev.episodes} game"
         self.tracker.say(
-            f"final evaluation: {ev.episodes} game{'s' * (ev.episodes != 1)} of the weights "
-            f"at agent step {self.frames:,}"
+            f"final evaluation: {games}{'s' * (ev.episodes != 1 and not ev.every_start)} "
+            f"of the weights at agent step {self.frames:,}"
         )
         self.evaluation.wait()
         self._record_evaluation(final=True)
         final = self.tracker.record.evaluations[-1]
         if final["games"]:
             self.tracker.say(
-                f"final evaluation: mean {final['reward']:+.1f} over {len(final['games'])} games"
+                f"final evaluation: mean {final['reward']:+.1f} over {len(final['games'])} "
+                + ("starts, weighted as drawn" if ev.every_start else "games")
             )
 
     # ------------------------------------------------------------ checkpoints

@@ -218,3 +218,134 @@ def test_games_that_meet_are_played_once_and_score_as_if_played_out():
     stop.set()
     envs = evaluation_envs(pipeline, "pong", 2, 0, 400)
     assert play_merging(envs, net, cpu, starts[:2], 400, stop=stop)[0] == []
+
+
+class Track(gym.Env):
+    """A deterministic game whose state is a position, one emulator frame a step: a start
+    of n NOOPs begins at position ``ahead`` x n after ``late`` x n frames, so starts meet at
+    one position after different frame counts. Position p scores +1 where p % 4 == 0 and
+    -1 where p % 9 == 0; the game ends at position ``end``, or is cut at ``max_frames``. It
+    is its own recorder and emulator, as far as ``play_merging`` reads them."""
+
+    observation_space = gym.spaces.Box(0, 255, (4, 2, 2), np.uint8)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, end: int, max_frames: int, ahead: int, late: int) -> None:
+        self.end, self.max_frames, self.ahead, self.late = end, max_frames, ahead, late
+        self.recorder = self.ale = self
+
+    def getRAM(self) -> np.ndarray:
+        return np.array([self.p % 256, self.p // 256], np.uint8)
+
+    def reset(self, *, seed=None, options=None):
+        n = (options or {}).get("noops", 0)
+        self.p, self.frames = self.ahead * n, self.late * n
+        self.reward, self.scored, self.agent_steps = 0.0, [], 0
+        return np.full((4, 2, 2), self.p % 256, np.uint8), {}
+
+    def step(self, action):
+        self.p, self.frames, self.agent_steps = self.p + 1, self.frames + 1, self.agent_steps + 1
+        reward = float((self.p % 4 == 0) - (self.p % 9 == 0))
+        if reward:
+            self.reward += reward
+            self.scored.append((self.frames, self.reward))
+        over, cut = self.p >= self.end, self.frames >= self.max_frames
+        info = {"episode": {"r": self.reward}} if over or cut else {}
+        obs = np.full((4, 2, 2), self.p % 256, np.uint8)
+        return obs, reward, over, cut and not over, info
+
+
+@pytest.mark.parametrize(
+    "ahead, late",
+    # a start further on has played fewer frames to get there, so a game goes on as one
+    # that was at its state first; or more, so the game that was there first goes on as it
+    [(3, 1), (1, 3)],
+)
+def test_a_merged_game_is_cut_at_its_own_frames_not_at_the_game_it_goes_on_as(ahead, late):
+    starts = [{"noops": n} for n in range(10)]
+    cpu, rng = torch.device("cpu"), np.random.default_rng(0)
+    # caps that cut every start, some of them, none
+    for max_frames in (50, 90, 1000):
+        whole = play_side_by_side(
+            [Track(100, max_frames, ahead, late) for _ in starts],
+            Always(0),
+            cpu,
+            0.0,
+            rng,
+            options=starts,
+        )
+        assert len(set(whole)) >= 3, "the starts' scores differ: the test can tell them apart"
+        envs = [Track(100, max_frames, ahead, late) for _ in starts]
+        merged, steps = play_merging(envs, Always(0), cpu, starts, max_frames)
+        assert merged == whole, max_frames
+        # the starts' paths are one: it is played about once
+        assert steps < 100 + 3 * len(starts)
+
+
+def test_every_start_evaluation_scores_each_start_weighted_as_a_reset_draws_it():
+    from atari_speed.agent.networks import build_network
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.evaluation import Evaluation, every_start
+    from atari_speed.run.plan import make_plan
+
+    overrides = [
+        "run.envs=1", "eval.every_start=true", "eval.epsilon=0.0", "eval.max_frames=600",
+        "env.pipeline='small'",
+    ]  # fmt: skip
+    plan = make_plan(load_preset("pong-nenv", overrides))
+    torch.manual_seed(1)
+    net = build_network(plan.preset.dqn, plan.obs_shape, plan.actions)
+    evaluation = Evaluation(plan, net.state_dict(), frames=10)
+    evaluation.wait()
+    starts = every_start(plan.pipeline, "pong")
+    assert len(evaluation.scores) == len(starts) == 29, "one score for each start"
+    weights = list(starts.values())
+    assert evaluation.result() == pytest.approx(float(np.dot(weights, evaluation.scores)))
+    played = play_every_start(plan.pipeline, "pong", net.eval(), max_frames=600, seed=5)
+    assert evaluation.scores == played["scores"], "the games of every start, whatever the seed"
+
+
+def _state_after(env: gym.Env, steps: int, options: dict | None = None) -> bytes:
+    """The emulator's RAM and the observation after ``steps`` of a fixed action sequence."""
+    obs, _ = env.reset(options=options)
+    for t in range(steps):
+        obs = env.step(2 + t // 8 % 2)[0]  # the paddle up, then down
+    return env.unwrapped.ale.getRAM().tobytes() + np.asarray(obs).tobytes()
+
+
+def test_the_first_reset_of_an_env_sets_its_game_so_every_start_makes_envs_for_it():
+    # ALE's reset of a game keeps some of the console's state: which game a reset starts
+    # depends on what was played before it. Envs made with one start for their first
+    # reset play one game whatever their seeds; another start, or a reused env, another.
+    pipeline, start = small_pipeline(30), {"noops": 6}
+    a, b, c = evaluation_envs(pipeline, "pong", 3, 0, options=[start, start, {"noops": 9}])
+    try:
+        game = _state_after(a, 60, start)
+        assert _state_after(b, 60, start) == game, "env 1's seed is another"
+        assert _state_after(c, 60, start) != game, "another first start, another game"
+        assert _state_after(a, 60, start) != game, "the env's second game is another"
+    finally:
+        for env in (a, b, c):
+            env.close()
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["eval.epsilon=0.05"], r"\[eval\] every_start = true with epsilon = 0.05"),
+        (
+            ["eval.epsilon=0.0", "env.pipeline='small-maxpool-sticky'"],
+            r"eval.every_start = true with pipeline 'small-maxpool-sticky': its sticky actions",
+        ),
+        (
+            ["eval.epsilon=0.0", "env.pipeline={stages=[{wrapper='WarpFrame'}]}"],
+            r"eval.every_start = true with pipeline 'inline': its pipeline has no NoopReset",
+        ),
+    ],
+)
+def test_every_start_refuses_what_it_cannot_play_exactly(overrides, match):
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+
+    with pytest.raises(ConfigError, match=match):
+        make_plan(load_preset("pong-nenv", ["run.envs=1", "eval.every_start=true", *overrides]))
