@@ -101,7 +101,8 @@ def main() -> None:
             raise SystemExit(f"starts.py: {path}: {err}") from None
         seconds = time.perf_counter() - started
         name = f"{Path(path)} (agent step {ckpt.frames:,})"
-        print(f"{summary_line(name, result)}; {result['steps']:,} agent steps, {seconds:.0f} s")
+        played = f"{result['played']:,} agent steps played"
+        print(f"{summary_line(name, result)}; {played}, {seconds:.0f} s")
         if args.played_out:
             started = time.perf_counter()
             whole, steps = played_out(ckpt.pipeline, ckpt.game, net, args.max_frames)

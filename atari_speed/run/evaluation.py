@@ -244,9 +244,10 @@ def play_every_start(
     """One greedy game of ``net`` from each start NoopReset can give, side by side, each on
     an env made for it (env i seeded ``seed + i``) whose first reset and whose game's reset
     both play that start: the NOOP frames of each start, its probability, its score, their
-    weighted mean, the agent steps played, and whether these are the only games the agent
-    can play (no sticky actions: then the mean is its expected greedy score in an
-    evaluation's games, exactly, and games that meet are played once: ``play_merging``).
+    weighted mean, the agent steps played (``played``), and whether these are the only
+    games the agent can play (no sticky actions: then the mean is its expected greedy score
+    in an evaluation's games, exactly, and games that meet are played once:
+    ``play_merging``).
     ``stop`` ends play early, with no scores and a mean of nan. ConfigError for a pipeline
     without NoopReset.
 
@@ -276,7 +277,7 @@ def play_every_start(
         "weights": weights.tolist(),
         "scores": scores if whole else [],
         "mean": float(np.dot(weights, scores)) if whole else float("nan"),
-        "steps": steps,
+        "played": steps,
         "exact": exact,
     }
 
