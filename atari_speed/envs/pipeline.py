@@ -290,8 +290,11 @@ def resolve_game(game: str) -> str:
     return rom
 
 
-def make_emulator(game: str, repeat_action_probability: float = 0.0) -> gym.Env:
-    """The bare emulator: no frame skip, RGB frames, minimal action set.
+def make_emulator(
+    game: str, repeat_action_probability: float = 0.0, max_frames: int | None = None
+) -> gym.Env:
+    """The bare emulator: no frame skip, RGB frames, minimal action set; a game ends,
+    truncated, after ``max_frames`` emulator frames (None: MAX_EPISODE_FRAMES).
 
     For a ROM id this equals ``<Game>NoFrameskip-v4`` (with sticky actions only if asked
     for), built without gym.make's checker wrappers, which cost time on every step.
@@ -300,13 +303,16 @@ def make_emulator(game: str, repeat_action_probability: float = 0.0) -> gym.Env:
 
     game = resolve_game(game)
     if "-v" in game:
-        return gym.make(game)
+        env = gym.make(game)
+        if max_frames is not None:  # read when the ROM loads: the first seeded reset
+            env.unwrapped.ale.setInt("max_num_frames_per_episode", max_frames)
+        return env
     return AtariEnv(
         game=game,
         frameskip=1,
         repeat_action_probability=repeat_action_probability,
         full_action_space=False,
-        max_num_frames_per_episode=MAX_EPISODE_FRAMES,
+        max_num_frames_per_episode=max_frames or MAX_EPISODE_FRAMES,
     )
 
 
@@ -342,18 +348,22 @@ def make_env(
     the whole game, across lives), ``l`` (agent steps) and ``frames`` (emulator frames).
     ``tap`` is for profiling: it wraps the emulator and each stage (see ``timing``).
     ``max_frames``: a game's most emulator frames, after which the emulator ends it as
-    truncated, so every stage sees an ordinary game end (None: MAX_EPISODE_FRAMES). ALE
-    reads it when the ROM loads, which the first, seeded reset does. ``options`` go to
-    that reset (a start: ``wrappers.NOOPS``).
+    truncated, so every stage sees an ordinary game end (None: MAX_EPISODE_FRAMES).
+
+    With ``seed`` or ``options`` the env is reset once here, seeded with ``seed`` and
+    playing the start ``options`` give (``wrappers.NOOPS``). That first reset after the
+    ROM loads sets which game the next reset starts (ALE's reset keeps some of the
+    console's state). A seed reloads the ROM, which costs more than the rest of the
+    making: without sticky actions, where the emulator draws no random numbers, a start
+    alone plays the same games for less.
     """
     resolved = resolve_pipeline(pipeline)
-    emulator = make_emulator(game, resolved["repeat_action_probability"])
-    if max_frames is not None:
-        emulator.unwrapped.ale.setInt("max_num_frames_per_episode", max_frames)
+    emulator = make_emulator(game, resolved["repeat_action_probability"], max_frames)
     recorder = w.GameRecorder(emulator)
     env = w.AgentStepCounter(build_stages(recorder, resolved["stages"], tap), recorder)
     env.pipeline = resolved  # type: ignore[attr-defined]
-    if seed is not None:
+    if seed is not None or options:
         env.reset(seed=seed, options=dict(options) if options else None)
+    if seed is not None:
         env.action_space.seed(seed)
     return env

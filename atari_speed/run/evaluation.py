@@ -80,16 +80,22 @@ def evaluation_envs(
     pipeline: dict[str, Any],
     game: str,
     episodes: int,
-    seed: int,
+    seed: int | None,
     max_frames: int = 0,
     options: Sequence[dict[str, Any] | None] | None = None,
 ) -> list[gym.Env]:
-    """An evaluation's ``episodes`` envs, env i seeded with ``seed + i``; ``max_frames``
-    (``eval.max_frames``): a game's most emulator frames, 0 = the emulator's; ``options``,
-    one per env, go to its first reset (``make_env``)."""
+    """An evaluation's ``episodes`` envs, env i seeded with ``seed + i`` (None: not
+    seeded); ``max_frames`` (``eval.max_frames``): a game's most emulator frames, 0 = the
+    emulator's; ``options``, one per env, go to its first reset (``make_env``)."""
     options = options or [None] * episodes
     return [
-        make_env(pipeline, game, seed=seed + i, max_frames=max_frames or None, options=o)
+        make_env(
+            pipeline,
+            game,
+            seed=None if seed is None else seed + i,
+            max_frames=max_frames or None,
+            options=o,
+        )
         for i, o in enumerate(options)
     ]
 
@@ -242,14 +248,13 @@ def play_every_start(
     stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     """One greedy game of ``net`` from each start NoopReset can give, side by side, each on
-    an env made for it (env i seeded ``seed + i``) whose first reset and whose game's reset
-    both play that start: the NOOP frames of each start, its probability, its score, their
-    weighted mean, the agent steps played (``played``), and whether these are the only
-    games the agent can play (no sticky actions: then the mean is its expected greedy score
-    in an evaluation's games, exactly, and games that meet are played once:
-    ``play_merging``).
-    ``stop`` ends play early, with no scores and a mean of nan. ConfigError for a pipeline
-    without NoopReset.
+    an env made for it (with sticky actions, env i seeded ``seed + i``) whose first reset
+    and whose game's reset both play that start: the NOOP frames of each start, its
+    probability, its score, their weighted mean, the agent steps played (``played``), and
+    whether these are the only games the agent can play (no sticky actions: then the mean
+    is its expected greedy score in an evaluation's games, exactly, and games that meet are
+    played once: ``play_merging``). ``stop`` ends play early, with no scores and a mean of
+    nan. ConfigError for a pipeline without NoopReset.
 
     An evaluation's game is the first on an env made for it, and which game that is the
     env's first reset decides: ALE's reset of a game does not clear all of the console's
@@ -259,7 +264,11 @@ def play_every_start(
     exact = float(pipeline.get("repeat_action_probability", 0.0)) == 0.0
     device = device or torch.device("cpu")
     options = [{NOOPS: n} for n in starts]
-    envs = evaluation_envs(pipeline, game, len(starts), seed, max_frames, options)
+    # no sticky actions: the emulator draws no random numbers, and unseeded envs are made
+    # for less (make_env)
+    envs = evaluation_envs(
+        pipeline, game, len(starts), None if exact else seed, max_frames, options
+    )
     try:
         if exact:
             scores, steps = play_merging(envs, net, device, options, max_frames, stop)

@@ -147,22 +147,24 @@ def test_the_final_evaluation_is_left_out_of_the_share_and_of_the_budget():
 def test_eval_max_frames_ends_a_game_at_that_many_emulator_frames_scored_as_it_stands():
     from atari_speed.envs.pipeline import make_env
 
-    env = make_env("small", "pong", seed=3, max_frames=400)
-    try:
-        env.reset()
-        steps = 0
-        while steps < 1000:
-            _, _, terminated, truncated, info = env.step(0)
-            steps += 1
-            if "episode" in info:
-                break
-        assert truncated and not terminated, "the emulator's cap, not the game, ended it"
-        # 400 frames: the start's no-ops and FIRE among them, then steps of 4 frames each
-        assert info["episode"]["frames"] == 400 and steps == info["episode"]["l"]
-        assert 90 <= steps < 100
-        assert -21 < info["episode"]["r"] <= 0, "a game in progress: a point or two lost"
-    finally:
-        env.close()
+    # seeded, or made without a seed and its first reset's start given (eval.every_start)
+    for seed, options in ((3, None), (None, {"noops": 5})):
+        env = make_env("small", "pong", seed=seed, max_frames=400, options=options)
+        try:
+            env.reset(options=options)
+            steps = 0
+            while steps < 1000:
+                _, _, terminated, truncated, info = env.step(0)
+                steps += 1
+                if "episode" in info:
+                    break
+            assert truncated and not terminated, "the emulator's cap, not the game, ended it"
+            # 400 frames: the start's no-ops and FIRE among them, then steps of 4 frames each
+            assert info["episode"]["frames"] == 400 and steps == info["episode"]["l"]
+            assert 90 <= steps < 100
+            assert -21 < info["episode"]["r"] <= 0, "a game in progress: a point or two lost"
+        finally:
+            env.close()
 
 
 def small_pipeline(noop_max: int, sticky: float = 0.0) -> dict:
@@ -319,13 +321,15 @@ def test_the_first_reset_of_an_env_sets_its_game_so_every_start_makes_envs_for_i
     # reset play one game whatever their seeds; another start, or a reused env, another.
     pipeline, start = small_pipeline(30), {"noops": 6}
     a, b, c = evaluation_envs(pipeline, "pong", 3, 0, options=[start, start, {"noops": 9}])
+    (d,) = evaluation_envs(pipeline, "pong", 1, None, options=[start])  # made without a seed
     try:
         game = _state_after(a, 60, start)
         assert _state_after(b, 60, start) == game, "env 1's seed is another"
+        assert _state_after(d, 60, start) == game, "no seed: the same game, for less"
         assert _state_after(c, 60, start) != game, "another first start, another game"
         assert _state_after(a, 60, start) != game, "the env's second game is another"
     finally:
-        for env in (a, b, c):
+        for env in (a, b, c, d):
             env.close()
 
 
