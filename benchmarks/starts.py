@@ -8,10 +8,11 @@ games depend on earlier ones) and the agent's actions, so a greedy agent (epsilo
 one first game per start, always the same: these games are all an evaluation (each of its
 games the first on an env made for it) can draw, and their weighted mean is its expected
 greedy score, exactly, where an evaluation of 10 games draws a few of them (Pong's
-ale-style start: 29 games, from 0 to 28 NOOP frames after one FIRE frame). It also names the starts the agent loses: an agent
-that wins most starts 21-0 and walks into a losing loop from a few (a "trap") shows here
-as what it is, not as an evaluation's unlucky draw. With sticky actions a start's game is
-one draw among many, and the mean is an estimate (it says so).
+ale-style start: 29 games, from 0 to 28 NOOP frames after one FIRE frame). It also names
+the starts the agent loses: an agent that wins most starts 21-0 and walks into a losing
+loop from a few (a "trap") shows here as what it is, not as an evaluation's unlucky draw.
+With sticky actions a start's game is one draw among many, and the mean is an estimate
+(it says so).
 
 Games that reach the same state are played once (``evaluation.play_merging``, what
 ``eval.every_start`` plays); ``--played-out`` also plays every start out, side by side,
