@@ -2,17 +2,14 @@
 of no-op frames NoopReset may play, all side by side, each weighted by how often the
 pipeline draws it.
 
-Without sticky actions an env's first game is a function of its start (that of the env's
-first reset after its ROM loads: ALE's reset keeps some of the console's state, so later
-games depend on earlier ones) and the agent's actions, so a greedy agent (epsilon 0) plays
-one first game per start, always the same: these games are all an evaluation (each of its
-games the first on an env made for it) can draw, and their weighted mean is its expected
-greedy score, exactly, where an evaluation of 10 games draws a few of them (Pong's
-ale-style start: 29 games, from 0 to 28 NOOP frames after one FIRE frame). It also names
-the starts the agent loses: an agent that wins most starts 21-0 and walks into a losing
-loop from a few (a "trap") shows here as what it is, not as an evaluation's unlucky draw.
-With sticky actions a start's game is one draw among many, and the mean is an estimate
-(it says so).
+Without sticky actions an Atari game is a function of its start and the agent's actions,
+so a greedy agent (epsilon 0) plays one game per start, always the same: these games are
+all it can play, and their weighted mean is its expected greedy score, exactly, where an
+evaluation of 10 games draws a few of them (Pong's ale-style start: 29 games, from 0 to
+28 NOOP frames after one FIRE frame). It also names the starts the agent loses: an agent
+that wins most starts 21-0 and walks into a losing loop from a few (a "trap") shows here
+as what it is, not as an evaluation's unlucky draw. With sticky actions a start's game is
+one draw among many, and the mean is an estimate (it says so).
 
 Games that reach the same state are played once (``evaluation.play_merging``, what
 ``eval.every_start`` plays); ``--played-out`` also plays every start out, side by side,
@@ -63,7 +60,7 @@ def played_out(
 ) -> tuple[list[float], int]:
     """Every start's greedy game played out, side by side: the scores, the agent steps."""
     options = [{NOOPS: n} for n in every_start(pipeline, game)]
-    envs = evaluation_envs(pipeline, game, len(options), 0, max_frames, options)
+    envs = evaluation_envs(pipeline, game, len(options), 0, max_frames)
     try:
         rng = np.random.default_rng(0)
         scores = play_side_by_side(envs, net, torch.device("cpu"), 0.0, rng, options=options)

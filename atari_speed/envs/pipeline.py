@@ -340,7 +340,6 @@ def make_env(
     *,
     tap: Callable[[gym.Env, str], gym.Env] | None = None,
     max_frames: int | None = None,
-    options: Mapping[str, Any] | None = None,
 ) -> gym.Env:
     """Build one env: emulator, then the pipeline's stages, with whole-game statistics.
 
@@ -350,20 +349,16 @@ def make_env(
     ``max_frames``: a game's most emulator frames, after which the emulator ends it as
     truncated, so every stage sees an ordinary game end (None: MAX_EPISODE_FRAMES).
 
-    With ``seed`` or ``options`` the env is reset once here, seeded with ``seed`` and
-    playing the start ``options`` give (``wrappers.NOOPS``). That first reset after the
-    ROM loads sets which game the next reset starts (ALE's reset keeps some of the
-    console's state). A seed reloads the ROM, which costs more than the rest of the
-    making: without sticky actions, where the emulator draws no random numbers, a start
-    alone plays the same games for less.
+    With ``seed`` the env is reset once here, seeded: that reloads the ROM, which costs
+    more than the rest of the making, and only sticky actions draw the emulator's random
+    numbers.
     """
     resolved = resolve_pipeline(pipeline)
     emulator = make_emulator(game, resolved["repeat_action_probability"], max_frames)
     recorder = w.GameRecorder(emulator)
     env = w.AgentStepCounter(build_stages(recorder, resolved["stages"], tap), recorder)
     env.pipeline = resolved  # type: ignore[attr-defined]
-    if seed is not None or options:
-        env.reset(seed=seed, options=dict(options) if options else None)
     if seed is not None:
+        env.reset(seed=seed)
         env.action_space.seed(seed)
     return env

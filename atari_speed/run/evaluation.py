@@ -22,7 +22,7 @@ from atari_speed.agent.networks import build_network
 from atari_speed.agent.policy import act
 from atari_speed.core.config import EvalConfig
 from atari_speed.envs.pipeline import make_env
-from atari_speed.envs.wrappers import NOOPS, noop_stage
+from atari_speed.envs.wrappers import NEW_GAME, NOOPS, noop_stage
 from atari_speed.run.plan import Plan
 
 
@@ -77,27 +77,25 @@ def evaluation_seed(run_seed: int, steps: int) -> int:
 
 
 def evaluation_envs(
-    pipeline: dict[str, Any],
-    game: str,
-    episodes: int,
-    seed: int | None,
-    max_frames: int = 0,
-    options: Sequence[dict[str, Any] | None] | None = None,
+    pipeline: dict[str, Any], game: str, episodes: int, seed: int | None, max_frames: int = 0
 ) -> list[gym.Env]:
-    """An evaluation's ``episodes`` envs, env i seeded with ``seed + i`` (None: not
-    seeded); ``max_frames`` (``eval.max_frames``): a game's most emulator frames, 0 = the
-    emulator's; ``options``, one per env, go to its first reset (``make_env``)."""
-    options = options or [None] * episodes
+    """An evaluation's ``episodes`` envs, env i seeded with ``seed + i`` (None: not seeded,
+    nor reset); ``max_frames`` (``eval.max_frames``): a game's most emulator frames, 0 =
+    the emulator's."""
     return [
         make_env(
-            pipeline,
-            game,
-            seed=None if seed is None else seed + i,
-            max_frames=max_frames or None,
-            options=o,
+            pipeline, game, seed=None if seed is None else seed + i, max_frames=max_frames or None
         )
-        for i, o in enumerate(options)
+        for i in range(episodes)
     ]
+
+
+def new_game(env: gym.Env, options: dict[str, Any] | None = None) -> np.ndarray:
+    """Reset ``env`` to a new game, started as ``options`` say (``wrappers.NOOPS``), and
+    return its first observation. A new game, even right after another reset: EpisodicLife
+    otherwise takes a reset of a game that is not over (as a seeded env's, made and reset
+    once) for one after a lost life, and goes on with that game, options unread."""
+    return np.asarray(env.reset(options={**(options or {}), NEW_GAME: True})[0])
 
 
 def play_side_by_side(
@@ -111,9 +109,9 @@ def play_side_by_side(
 ) -> list[float]:
     """One whole game on each env, all stepped together; each game's unclipped score, in
     the order the envs are given. ``stop`` ends play early, with only the games finished;
-    ``options``, one per env, go to its first reset (a chosen start: ``wrappers.NOOPS``)."""
+    ``options``, one per env, start its game (a chosen start: ``wrappers.NOOPS``)."""
     options = options or [None] * len(envs)
-    obs = [np.asarray(env.reset(options=o)[0]) for env, o in zip(envs, options, strict=True)]
+    obs = [new_game(env, o) for env, o in zip(envs, options, strict=True)]
     scores: list[float | None] = [None] * len(envs)
     while not (stop is not None and stop.is_set()):
         playing = [i for i, score in enumerate(scores) if score is None]
@@ -168,7 +166,7 @@ def play_merging(
     own. Returns each game's score (``[]`` when ``stop`` ended play) and the agent steps
     played."""
     recorders = [env.recorder for env in envs]  # type: ignore[attr-defined]
-    obs = [np.asarray(env.reset(options=o)[0]) for env, o in zip(envs, options, strict=True)]
+    obs = [new_game(env, o) for env, o in zip(envs, options, strict=True)]
     games = [_Game() for _ in envs]
     playing, steps = set(range(len(envs))), 0
     seen: dict[bytes, tuple[int, int, float]] = {}  # state -> (game, its frame, its score)
@@ -247,28 +245,20 @@ def play_every_start(
     device: torch.device | None = None,
     stop: threading.Event | None = None,
 ) -> dict[str, Any]:
-    """One greedy game of ``net`` from each start NoopReset can give, side by side, each on
-    an env made for it (with sticky actions, env i seeded ``seed + i``) whose first reset
-    and whose game's reset both play that start: the NOOP frames of each start, its
+    """One greedy game of ``net`` from each start NoopReset can give, side by side (with
+    sticky actions, env i seeded ``seed + i``): the NOOP frames of each start, its
     probability, its score, their weighted mean, the agent steps played (``played``), and
     whether these are the only games the agent can play (no sticky actions: then the mean
-    is its expected greedy score in an evaluation's games, exactly, and games that meet are
-    played once: ``play_merging``). ``stop`` ends play early, with no scores and a mean of
-    nan. ConfigError for a pipeline without NoopReset.
-
-    An evaluation's game is the first on an env made for it, and which game that is the
-    env's first reset decides: ALE's reset of a game does not clear all of the console's
-    state, so the NOOP frames played before it can change the game after it, whatever that
-    game's own start. A reused env would play other games."""
+    is its expected greedy score, exactly, and games that meet are played once:
+    ``play_merging``). ``stop`` ends play early, with no scores and a mean of nan.
+    ConfigError for a pipeline without NoopReset."""
     starts = every_start(pipeline, game)
     exact = float(pipeline.get("repeat_action_probability", 0.0)) == 0.0
     device = device or torch.device("cpu")
     options = [{NOOPS: n} for n in starts]
     # no sticky actions: the emulator draws no random numbers, and unseeded envs are made
     # for less (make_env)
-    envs = evaluation_envs(
-        pipeline, game, len(starts), None if exact else seed, max_frames, options
-    )
+    envs = evaluation_envs(pipeline, game, len(starts), None if exact else seed, max_frames)
     try:
         if exact:
             scores, steps = play_merging(envs, net, device, options, max_frames, stop)

@@ -15,6 +15,7 @@ from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import resolve_pipeline
 from atari_speed.run.evaluation import (
     evaluation_envs,
+    new_game,
     play_every_start,
     play_merging,
     play_side_by_side,
@@ -147,11 +148,11 @@ def test_the_final_evaluation_is_left_out_of_the_share_and_of_the_budget():
 def test_eval_max_frames_ends_a_game_at_that_many_emulator_frames_scored_as_it_stands():
     from atari_speed.envs.pipeline import make_env
 
-    # seeded, or made without a seed and its first reset's start given (eval.every_start)
-    for seed, options in ((3, None), (None, {"noops": 5})):
-        env = make_env("small", "pong", seed=seed, max_frames=400, options=options)
+    # seeded, or made without a seed (eval.every_start's envs)
+    for seed in (3, None):
+        env = make_env("small", "pong", seed=seed, max_frames=400)
         try:
-            env.reset(options=options)
+            new_game(env, {"noops": 5})  # a FIRE frame and 5 NOOP frames, then the steps
             steps = 0
             while steps < 1000:
                 _, _, terminated, truncated, info = env.step(0)
@@ -161,7 +162,7 @@ def test_eval_max_frames_ends_a_game_at_that_many_emulator_frames_scored_as_it_s
             assert truncated and not terminated, "the emulator's cap, not the game, ended it"
             # 400 frames: the start's no-ops and FIRE among them, then steps of 4 frames each
             assert info["episode"]["frames"] == 400 and steps == info["episode"]["l"]
-            assert 90 <= steps < 100
+            assert steps == 99  # (400 - 6) / 4 frames a step, the last one cut short
             assert -21 < info["episode"]["r"] <= 0, "a game in progress: a point or two lost"
         finally:
             env.close()
@@ -307,29 +308,30 @@ def test_every_start_evaluation_scores_each_start_weighted_as_a_reset_draws_it()
     assert evaluation.scores == played["scores"], "the games of every start, whatever the seed"
 
 
-def _state_after(env: gym.Env, steps: int, options: dict | None = None) -> bytes:
-    """The emulator's RAM and the observation after ``steps`` of a fixed action sequence."""
-    obs, _ = env.reset(options=options)
+def _state_after(env: gym.Env, steps: int, options: dict) -> bytes:
+    """The emulator's RAM and the observation after a new game (``new_game``) started as
+    ``options`` say and ``steps`` of a fixed action sequence."""
+    obs = new_game(env, options)
     for t in range(steps):
         obs = env.step(2 + t // 8 % 2)[0]  # the paddle up, then down
     return env.unwrapped.ale.getRAM().tobytes() + np.asarray(obs).tobytes()
 
 
-def test_the_first_reset_of_an_env_sets_its_game_so_every_start_makes_envs_for_it():
-    # ALE's reset of a game keeps some of the console's state: which game a reset starts
-    # depends on what was played before it. Envs made with one start for their first
-    # reset play one game whatever their seeds; another start, or a reused env, another.
+def test_a_new_game_starts_as_its_options_say_whatever_the_env_did_before():
+    # A seeded env is made and reset once; EpisodicLife takes a second reset of a game that
+    # is not over for one after a lost life and goes on with it, options unread. An
+    # evaluation's games are new games, each the start it was given.
     pipeline, start = small_pipeline(30), {"noops": 6}
-    a, b, c = evaluation_envs(pipeline, "pong", 3, 0, options=[start, start, {"noops": 9}])
-    (d,) = evaluation_envs(pipeline, "pong", 1, None, options=[start])  # made without a seed
+    a, b = evaluation_envs(pipeline, "pong", 2, 0)
+    (c,) = evaluation_envs(pipeline, "pong", 1, None)  # neither seeded nor reset
     try:
         game = _state_after(a, 60, start)
-        assert _state_after(b, 60, start) == game, "env 1's seed is another"
-        assert _state_after(d, 60, start) == game, "no seed: the same game, for less"
-        assert _state_after(c, 60, start) != game, "another first start, another game"
-        assert _state_after(a, 60, start) != game, "the env's second game is another"
+        assert _state_after(b, 60, start) == game, "another seed, the same game"
+        assert _state_after(c, 60, start) == game, "no seed, the same game"
+        assert _state_after(a, 60, start) == game, "the env's second game, the same"
+        assert _state_after(a, 60, {"noops": 9}) != game, "another start, another game"
     finally:
-        for env in (a, b, c, d):
+        for env in (a, b, c):
             env.close()
 
 
