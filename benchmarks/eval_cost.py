@@ -117,11 +117,13 @@ def main() -> None:
     costs = []
     for rep in range(1 if args.as_run else args.reps):
         cpu, wall = time.process_time(), time.perf_counter()
+        mean, games = None, "games"
         if args.as_run:
             scores = play_as_run(ckpt, net, args.episodes)
             print(f"agent step {ckpt.frames:,}: games {scores}")
         elif args.backend == "every-start":
-            scores = play_every_start(ckpt.pipeline, ckpt.game, net, max_frames)["scores"]
+            played = play_every_start(ckpt.pipeline, ckpt.game, net, max_frames)
+            scores, mean, games = played["scores"], played["mean"], "starts, weighted as drawn"
         elif args.backend == "ale":
             try:
                 scores = play_on_ale(ckpt, net, args.episodes, seed=1000 * rep)
@@ -140,7 +142,8 @@ def main() -> None:
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         costs.append(cpu)
         print(
-            f"evaluation {rep}: mean {np.mean(scores):+.1f} over {len(scores)} games "
+            f"evaluation {rep}: mean {np.mean(scores) if mean is None else mean:+.1f} over "
+            f"{len(scores)} {games} "
             f"({lost_line(scores)}), {cpu:.1f} CPU s ({wall:.1f} s wall), "
             f"{cpu / budget:.1%} of training's {budget:.0f} CPU s per {args.every:,} agent steps"
         )

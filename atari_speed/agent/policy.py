@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from atari_speed.envs.wrappers import NEW_GAME
+
 
 @torch.no_grad()
 def greedy_and_values(
@@ -63,7 +65,9 @@ def play_episodes(
     after the first reset and after every step (``play.py`` shows and records the screen);
     returning False ends play early. Either way the game in progress is not returned."""
     finished: list[dict[str, Any]] = []
-    obs, _ = env.reset()
+    # a new game even where the env was just reset (seeded): EpisodicLife would take this
+    # reset for one after a lost life and go on with that game, one FIRE step in
+    obs, _ = env.reset(options={NEW_GAME: True})
     going = on_step is None or on_step()
     while going and len(finished) < games and not (stop is not None and stop.is_set()):
         batch = np.asarray(obs)[None]

@@ -366,7 +366,7 @@ class ExploreConfig:
 @dataclass(frozen=True)
 class EvalConfig:
     every: int = doc("agent steps between evaluations; 0 = off", 0, low=0)
-    episodes: int = doc("games per evaluation", 5, low=1)
+    episodes: int = doc("games per evaluation; unused with eval.every_start", 5, low=1)
     epsilon: float = doc("epsilon while evaluating", 0.01, low=0.0, high=1.0)
     from_reward: float = doc(
         "evaluate only once the smoothed training score has reached this: evaluations "

@@ -303,10 +303,7 @@ def make_emulator(
 
     game = resolve_game(game)
     if "-v" in game:
-        env = gym.make(game)
-        if max_frames is not None:  # read when the ROM loads: the first seeded reset
-            env.unwrapped.ale.setInt("max_num_frames_per_episode", max_frames)
-        return env
+        return gym.make(game, max_num_frames_per_episode=max_frames or MAX_EPISODE_FRAMES)
     return AtariEnv(
         game=game,
         frameskip=1,

@@ -21,7 +21,7 @@ import torch
 from atari_speed.agent.networks import build_network
 from atari_speed.agent.policy import act
 from atari_speed.core.config import EvalConfig
-from atari_speed.envs.pipeline import make_env
+from atari_speed.envs.pipeline import MAX_EPISODE_FRAMES, make_env
 from atari_speed.envs.wrappers import NEW_GAME, NOOPS, noop_stage
 from atari_speed.run.plan import Plan
 
@@ -222,8 +222,8 @@ def play_merging(
         g = games[game]
         return g.end if g.link is None else g.end + last_frame(g.link[0]) - g.link[1]
 
-    ends = [last_frame(i) for i in range(len(envs))]
-    return [score_at(i, min(e, max_frames) if max_frames else e) for i, e in enumerate(ends)], steps
+    cap = max_frames or MAX_EPISODE_FRAMES  # a game that goes on as another ends at its own
+    return [score_at(i, min(last_frame(i), cap)) for i in range(len(envs))], steps
 
 
 def every_start(pipeline: dict[str, Any], game: str) -> dict[int, float]:

@@ -86,7 +86,7 @@ def check_every_start(pipeline: dict[str, Any], probe: gym.Env) -> None:
     """ConfigError unless ``eval.every_start`` can play this pipeline: a NoopReset stage
     to give the starts, and no sticky actions (a start's greedy game is then one game)."""
     where = f"eval.every_start = true with pipeline {pipeline.get('name', 'inline')!r}"
-    if pipeline.get("repeat_action_probability", 0.0):
+    if probe.unwrapped.ale.getFloat("repeat_action_probability"):  # type: ignore[attr-defined]
         raise ConfigError(
             f"{where}: its sticky actions make a start's greedy game one draw of many; "
             "set eval.every_start = false (eval.episodes games are played then)"

@@ -148,9 +148,9 @@ def test_the_final_evaluation_is_left_out_of_the_share_and_of_the_budget():
 def test_eval_max_frames_ends_a_game_at_that_many_emulator_frames_scored_as_it_stands():
     from atari_speed.envs.pipeline import make_env
 
-    # seeded, or made without a seed (eval.every_start's envs)
-    for seed in (3, None):
-        env = make_env("small", "pong", seed=seed, max_frames=400)
+    # seeded, or made without a seed (eval.every_start's envs), a ROM name or a gym id
+    for game, seed in (("pong", 3), ("pong", None), ("PongNoFrameskip-v4", None)):
+        env = make_env("small", game, seed=seed, max_frames=400)
         try:
             new_game(env, {"noops": 5})  # a FIRE frame and 5 NOOP frames, then the steps
             steps = 0
@@ -285,9 +285,10 @@ def test_a_merged_game_is_cut_at_its_own_frames_not_at_the_game_it_goes_on_as(ah
         assert steps < 100 + 3 * len(starts)
 
 
-def test_every_start_evaluation_scores_each_start_weighted_as_a_reset_draws_it():
+def test_every_start_evaluation_scores_each_start_weighted_as_a_reset_draws_it(monkeypatch):
     from atari_speed.agent.networks import build_network
     from atari_speed.core.config import load_preset
+    from atari_speed.run import evaluation as evaluation_module
     from atari_speed.run.evaluation import Evaluation, every_start
     from atari_speed.run.plan import make_plan
 
@@ -296,16 +297,22 @@ def test_every_start_evaluation_scores_each_start_weighted_as_a_reset_draws_it()
         "env.pipeline='small'",
     ]  # fmt: skip
     plan = make_plan(load_preset("pong-nenv", overrides))
-    torch.manual_seed(1)
     net = build_network(plan.preset.dqn, plan.obs_shape, plan.actions)
+    given = []
+
+    def play_merging(envs, net, device, options, max_frames, stop=None):
+        given.append((len(envs), options, max_frames))
+        return [float(i) for i in range(len(envs))], 0  # each start's game scores apart
+
+    monkeypatch.setattr(evaluation_module, "play_merging", play_merging)
     evaluation = Evaluation(plan, net.state_dict(), frames=10)
     evaluation.wait()
     starts = every_start(plan.pipeline, "pong")
-    assert len(evaluation.scores) == len(starts) == 29, "one score for each start"
-    weights = list(starts.values())
-    assert evaluation.result() == pytest.approx(float(np.dot(weights, evaluation.scores)))
-    played = play_every_start(plan.pipeline, "pong", net.eval(), max_frames=600, seed=5)
-    assert evaluation.scores == played["scores"], "the games of every start, whatever the seed"
+    assert given == [(29, [{"noops": n} for n in starts], 600)], "one env a start, each its own"
+    assert evaluation.scores == list(range(29))
+    weighted = float(np.dot(list(starts.values()), range(29)))
+    assert evaluation.result() == pytest.approx(weighted), "weighted as a reset draws them"
+    assert weighted != pytest.approx(14.0), "start 0 is drawn twice as often: not the plain mean"
 
 
 def _state_after(env: gym.Env, steps: int, options: dict) -> bytes:
