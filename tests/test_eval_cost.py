@@ -43,7 +43,12 @@ def test_as_run_plays_the_games_the_runs_own_evaluation_of_those_weights_plays()
 
     overrides = ["run.mode='n-env'", "run.envs=1", "run.precision='fp32'"]
     overrides += ["env.backend='sync'", "run.device='cpu'", "run.seed=7"]
-    overrides += ["eval.episodes=2", "eval.epsilon=0.3", "eval.max_frames=2000"]
+    overrides += [
+        "eval.episodes=2",
+        "eval.epsilon=0.3",
+        "eval.max_frames=2000",
+        "eval.every_start=false",
+    ]
     plan = make_plan(load_preset("pong-fast", overrides))
     torch.manual_seed(0)
     net = build_network(plan.preset.dqn, plan.obs_shape, plan.actions).eval()
