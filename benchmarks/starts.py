@@ -31,13 +31,9 @@ import numpy as np
 import torch
 
 from atari_speed.core.errors import ConfigError
-from atari_speed.envs.wrappers import NOOPS
 from atari_speed.run.checkpoint import load_checkpoint
 from atari_speed.run.evaluation import (
-    evaluation_envs,
-    every_start,
     play_every_start,
-    play_side_by_side,
 )
 
 
@@ -53,21 +49,6 @@ def summary_line(name: str, result: dict[str, Any]) -> str:
         f"{name}: mean {result['mean']:+.2f} over {len(scores)} starts ({kind}); "
         f"{lost_text}; lowest {scores.min():+.0f}; {len(set(scores.tolist()))} distinct scores"
     )
-
-
-def played_out(
-    pipeline: dict[str, Any], game: str, net: torch.nn.Module, max_frames: int
-) -> tuple[list[float], int]:
-    """Every start's greedy game played out, side by side: the scores, the agent steps."""
-    options = [{NOOPS: n} for n in every_start(pipeline, game)]
-    envs = evaluation_envs(pipeline, game, len(options), 0, max_frames)
-    try:
-        rng = np.random.default_rng(0)
-        scores = play_side_by_side(envs, net, torch.device("cpu"), 0.0, rng, options=options)
-        return scores, sum(env.recorder.agent_steps for env in envs)  # type: ignore[attr-defined]
-    finally:
-        for env in envs:
-            env.close()
 
 
 def main() -> None:
@@ -105,10 +86,10 @@ def main() -> None:
         print(f"{summary_line(name, result)}; {played}, {seconds:.0f} s")
         if args.played_out:
             started = time.perf_counter()
-            whole, steps = played_out(ckpt.pipeline, ckpt.game, net, args.max_frames)
-            agree = "the same scores" if whole == result["scores"] else "OTHER SCORES"
+            whole = play_every_start(ckpt.pipeline, ckpt.game, net, args.max_frames, merge=False)
+            agree = "the same scores" if whole["scores"] == result["scores"] else "OTHER SCORES"
             print(
-                f"  played out: {agree}; {steps:,} agent steps, "
+                f"  played out: {agree}; {whole['played']:,} agent steps, "
                 f"{time.perf_counter() - started:.0f} s"
             )
         if args.per_start:

@@ -157,8 +157,8 @@ def play_merging(
     """``play_side_by_side`` for a greedy agent without sticky actions, where a game is a
     function of its start: a game that reaches a state (the emulator's RAM and the
     observation) another game was in stops there and goes on as that game did, shifted
-    by the frames between them. Starts that differ by a few NOOPs meet within steps (a
-    Pong agent's 29 starts play two to four games), so most games are not played out.
+    by the frames between them. Starts that differ by a few NOOPs can meet within steps,
+    so most games need not be played out.
 
     The scores are those the games would have had, to the frame: ``max_frames`` (0 = the
     emulator's) ends a game that went on as another one where its own frame count runs
@@ -244,14 +244,15 @@ def play_every_start(
     seed: int = 0,
     device: torch.device | None = None,
     stop: threading.Event | None = None,
+    merge: bool = True,
 ) -> dict[str, Any]:
     """One greedy game of ``net`` from each start NoopReset can give, side by side (with
     sticky actions, env i seeded ``seed + i``): the NOOP frames of each start, its
     probability, its score, their weighted mean, the agent steps played (``played``), and
     whether these are the only games the agent can play (no sticky actions: then the mean
     is its expected greedy score, exactly, and games that meet are played once:
-    ``play_merging``). ``stop`` ends play early, with no scores and a mean of nan.
-    ConfigError for a pipeline without NoopReset."""
+    ``play_merging``; ``merge=False`` plays every game out). ``stop`` ends play early,
+    with no scores and a mean of nan. ConfigError for a pipeline without NoopReset."""
     starts = every_start(pipeline, game)
     exact = float(pipeline.get("repeat_action_probability", 0.0)) == 0.0
     device = device or torch.device("cpu")
@@ -260,7 +261,7 @@ def play_every_start(
     # for less (make_env)
     envs = evaluation_envs(pipeline, game, len(starts), None if exact else seed, max_frames)
     try:
-        if exact:
+        if exact and merge:
             scores, steps = play_merging(envs, net, device, options, max_frames, stop)
         else:
             rng = np.random.default_rng(seed)

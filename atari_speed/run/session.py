@@ -358,11 +358,7 @@ class Run:
     def _start_evaluation(self) -> None:
         weights = self.learner.net.state_dict() if self.average is None else self.average.weights
         self.evaluation = Evaluation(
-            self.plan,
-            weights,
-            self.frames,
-            self.tracker.seconds,
-            self.tracker.cpu_seconds,
+            self.plan, weights, self.frames, self.tracker.seconds, self.tracker.cpu_seconds
         )
 
     def _record_evaluation(self, final: bool = False) -> None:
@@ -401,11 +397,10 @@ class Run:
             return
         self._start_evaluation()
         assert self.evaluation is not None
-        games = "a game from every start" if ev.every_start else f"{ev.episodes} game"
-        self.tracker.say(
-            f"final evaluation: {games}{'s' * (ev.episodes != 1 and not ev.every_start)} "
-            f"of the weights at agent step {self.frames:,}"
-        )
+        games = f"{ev.episodes} game{'s' * (ev.episodes != 1)}"
+        if ev.every_start:
+            games = "a game from every start"
+        self.tracker.say(f"final evaluation: {games} of the weights at agent step {self.frames:,}")
         self.evaluation.wait()
         self._record_evaluation(final=True)
         final = self.tracker.record.evaluations[-1]
