@@ -419,6 +419,14 @@ class EvalConfig:
         0,
         low=0,
     )
+    snapshots: bool = doc(
+        "keep the weights each evaluation was given, as they are, in the run directory's "
+        "snapshots/<agent step>.pt, and with eval.average_steps their average beside them "
+        "(<agent step>-average.pt): weights-only checkpoints to watch with play.py or to "
+        "play from every start with benchmarks/starts.py, so that the weights and their "
+        "average at one agent step compare on the same games",
+        False,
+    )
 
 
 @dataclass(frozen=True)

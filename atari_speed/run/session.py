@@ -357,6 +357,15 @@ class Run:
 
     def _start_evaluation(self) -> None:
         weights = self.learner.net.state_dict() if self.average is None else self.average.weights
+        if self.preset.eval.snapshots:
+            (self.run_dir / "snapshots").mkdir(exist_ok=True)
+            self.checkpoint(f"snapshots/{self.frames}.pt", weights_only=True)
+            if self.average is not None:
+                self.checkpoint(
+                    f"snapshots/{self.frames}-average.pt",
+                    weights_only=True,
+                    net_state=self.average.weights,
+                )
         self.evaluation = Evaluation(
             self.plan, weights, self.frames, self.tracker.seconds, self.tracker.cpu_seconds
         )

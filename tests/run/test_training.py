@@ -847,7 +847,7 @@ def test_evaluations_play_the_average_of_the_weights_and_a_resume_keeps_it(tmp_p
 
     overrides = [
         "run.envs=1", "eval.every=10", "eval.episodes=1", "eval.from_reward=-1000",
-        "eval.average_steps=100",
+        "eval.snapshots=true", "eval.average_steps=100",
     ]  # fmt: skip
     plan = make_plan(load_preset("pong-nenv", overrides))
     run = Run(plan, tmp_path / "a")
@@ -870,6 +870,13 @@ def test_evaluations_play_the_average_of_the_weights_and_a_resume_keeps_it(tmp_p
         for key, value in run.evaluation.net_state.items():
             assert torch.equal(value, run.average.weights[key]), key
             assert not torch.equal(value, run.learner.net.state_dict()[key]), key
+        # eval.snapshots: the weights as they are and their average, each in its file
+        raw = load_checkpoint(tmp_path / "a" / "snapshots" / "100.pt")
+        average = load_checkpoint(tmp_path / "a" / "snapshots" / "100-average.pt")
+        assert raw.frames == average.frames == 100 and raw.learner is None
+        for key, value in run.learner.net.state_dict().items():
+            assert torch.equal(raw.net[key], value), key
+            assert torch.equal(average.net[key], run.average.weights[key]), key
         run.evaluation.cancel()
         run.evaluation = None
         run.checkpoint()
