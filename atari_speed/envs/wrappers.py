@@ -121,6 +121,12 @@ def noop_stage(env: gym.Env) -> NoopReset:
     raise ConfigError("its pipeline has no NoopReset stage: every game starts the same")
 
 
+def emulator_sticky(env: gym.Env) -> float:
+    """The probability that ``env``'s emulator repeats the last action in place of the
+    new one: the pipeline's ``repeat_action_probability``, or a gym id's own (a -v5 id)."""
+    return float(env.unwrapped.ale.getFloat("repeat_action_probability"))  # type: ignore[attr-defined]
+
+
 class MaxAndSkip(gym.Wrapper):
     """Repeat each action ``skip`` frames and sum the rewards.
 

@@ -22,7 +22,7 @@ from atari_speed.agent.networks import build_network
 from atari_speed.agent.policy import act
 from atari_speed.core.config import EvalConfig
 from atari_speed.envs.pipeline import MAX_EPISODE_FRAMES, make_env
-from atari_speed.envs.wrappers import NEW_GAME, NOOPS, noop_stage
+from atari_speed.envs.wrappers import NEW_GAME, NOOPS, emulator_sticky, noop_stage
 from atari_speed.run.plan import Plan
 
 
@@ -229,9 +229,15 @@ def play_merging(
 def every_start(pipeline: dict[str, Any], game: str) -> dict[int, float]:
     """Each start the pipeline's NoopReset can give (its NOOP frames) with its probability;
     ConfigError for a pipeline without NoopReset."""
+    return probe_starts(pipeline, game)[0]
+
+
+def probe_starts(pipeline: dict[str, Any], game: str) -> tuple[dict[int, float], float]:
+    """``every_start``'s starts, and the emulator's own sticky-action probability: a gym
+    id such as ALE/Pong-v5 brings its own, whatever the pipeline says."""
     probe = make_env(pipeline, game)
     try:
-        return noop_stage(probe).starts()
+        return noop_stage(probe).starts(), emulator_sticky(probe)
     finally:
         probe.close()
 
@@ -253,8 +259,8 @@ def play_every_start(
     is its expected greedy score, exactly, and games that meet are played once:
     ``play_merging``; ``merge=False`` plays every game out). ``stop`` ends play early,
     with no scores and a mean of nan. ConfigError for a pipeline without NoopReset."""
-    starts = every_start(pipeline, game)
-    exact = float(pipeline.get("repeat_action_probability", 0.0)) == 0.0
+    starts, sticky = probe_starts(pipeline, game)
+    exact = sticky == 0.0
     device = device or torch.device("cpu")
     options = [{NOOPS: n} for n in starts]
     # no sticky actions: the emulator draws no random numbers, and unseeded envs are made

@@ -17,7 +17,7 @@ from atari_speed.agent.networks import pick_device
 from atari_speed.core.config import Preset, steps_budget
 from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import make_env, resolve_game, resolve_pipeline
-from atari_speed.envs.wrappers import noop_stage
+from atari_speed.envs.wrappers import emulator_sticky, noop_stage
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def check_every_start(pipeline: dict[str, Any], probe: gym.Env) -> None:
     """ConfigError unless ``eval.every_start`` can play this pipeline: a NoopReset stage
     to give the starts, and no sticky actions (a start's greedy game is then one game)."""
     where = f"eval.every_start = true with pipeline {pipeline.get('name', 'inline')!r}"
-    if probe.unwrapped.ale.getFloat("repeat_action_probability"):  # type: ignore[attr-defined]
+    if emulator_sticky(probe):
         raise ConfigError(
             f"{where}: its sticky actions make a start's greedy game one draw of many; "
             "set eval.every_start = false (eval.episodes games are played then)"

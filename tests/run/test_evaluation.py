@@ -192,6 +192,9 @@ def test_every_start_plays_each_once_weighted_as_drawn_and_the_same_each_time():
     assert again["scores"] == result["scores"]
     sticky = play_every_start(small_pipeline(2, sticky=0.25), "pong", net, max_frames=400)
     assert not sticky["exact"]
+    # a gym id's own sticky actions (a -v0 id's 0.25) count, whatever the pipeline says
+    v0 = play_every_start(small_pipeline(2), "PongNoFrameskip-v0", net, max_frames=400)
+    assert not v0["exact"]
 
 
 def test_every_start_refuses_a_pipeline_without_noop_starts():
