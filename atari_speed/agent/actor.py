@@ -10,6 +10,7 @@ writes each step once and nothing per transition is pickled.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -127,7 +128,13 @@ class Actor:
         self.unscored[:] = True
         self.score_offsets[:] = 0
 
-    def realign(self, phases: np.ndarray, epsilon: float, scores: np.ndarray | None = None) -> int:
+    def realign(
+        self,
+        phases: np.ndarray,
+        epsilon: float,
+        scores: np.ndarray | None = None,
+        on_step: Callable[[], None] | None = None,
+    ) -> int:
         """Bring env i, just reset, to ``phases[i]`` agent steps into a game of ``net``'s at
         ``epsilon``, as it was when a checkpoint was written (``run.resume_phases``): the
         envs play ``max(phases)`` steps, env i starting a new game (a partial reset) when
@@ -142,18 +149,31 @@ class Actor:
         stopped run's later one, and would otherwise be credited with the points of
         games it did not begin. An env whose realigned game ended early (one shorter
         than its phase), or whose score is NaN, is scored as it plays. Returns the number
-        of envs whose game is scored with the stopped run's points."""
+        of envs whose game is scored with the stopped run's points. ``on_step`` is called
+        after each of the ``max(phases)`` steps (a progress bar).
+
+        An env waiting for its game to begin plays NOOPs in the game it will leave, and
+        only the envs in their game are run through the network: most of the steps are
+        the waiting envs' where a few phases are long (a shooter's envs, one of them deep
+        into a long game)."""
         phases = np.asarray(phases, dtype=np.int64)
         steps = int(phases.max(initial=0))
+        actions = np.zeros(self.num_envs, dtype=np.int64)
         for t in range(steps + 1):
             starting = steps - phases == t
             if starting.any():
                 self.obs, _ = self.venv.reset(options={"reset_mask": starting})
                 self.phases[starting] = 0
             if t < steps:
-                actions = act(self.net, self.obs, epsilon, self.actions, self.rng, self.device)[0]
-                self.obs, *_, infos = self.venv.step(actions)
+                playing = steps - phases <= t
+                actions[~playing] = 0
+                actions[playing] = act(
+                    self.net, self.obs[playing], epsilon, self.actions, self.rng, self.device
+                )[0]
+                self.obs, *_, infos = self.venv.step(actions.copy())
                 self._after_step(infos)  # a game shorter than its phase: the next one's
+                if on_step is not None:
+                    on_step()
         self.unscored[:] = False
         self.scores[:] = self.venv.game_scores()  # the envs reset last begin at 0
         self.score_offsets[:] = 0

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from atari_speed.agent.actor import Actor, Game
 from atari_speed.agent.averaging import WeightAverage
@@ -235,7 +236,13 @@ class Run:
             scores = self.saved_scores
             if scores is not None:
                 scores = np.where(full <= limit, np.asarray(scores, dtype=np.float64), np.nan)
-            scored = actor.realign(phases, self.epsilon, scores)
+            print(
+                f"--resume: bringing each of {len(phases)} envs back to the point of a game "
+                f"it was at: {phases.max():,} agent steps of play (run.resume_phases)",
+                flush=True,
+            )
+            with tqdm(total=int(phases.max()), unit="step", disable=None, leave=False) as bar:
+                scored = actor.realign(phases, self.epsilon, scores, on_step=bar.update)
             kept = f", the stopped run's points kept on {scored} of {len(phases)}"
             kept = "" if scores is None else kept
             print(

@@ -241,8 +241,15 @@ def test_the_actor_counts_each_envs_steps_into_its_game_and_realign_restores_the
     # 3 steps played, env 1 reset at the start, env 0 after one step
     venv.reset()
     venv.actions.clear()
-    actor.realign(np.array([2, 3]), epsilon=0.0)
-    assert len(venv.actions) == 3 and replay.written.tolist() == written  # nothing written
+    batches: list[int] = []
+    actor.net.register_forward_hook(lambda _m, args, _out: batches.append(len(args[0])))
+    steps: list[None] = []
+    actor.realign(np.array([2, 3]), epsilon=0.0, on_step=lambda: steps.append(None))
+    assert len(venv.actions) == len(steps) == 3 and replay.written.tolist() == written
+    # env 0 waits a step for its game to begin, playing NOOP there, and the network
+    # chooses only for the envs in their game
+    assert [a.tolist() for a in venv.actions] == [[0, 2], [2, 2], [2, 2]]
+    assert batches == [1, 2, 2]
     assert [None if m is None else m.tolist() for m in venv.resets[-2:]] == [
         [False, True],
         [True, False],
