@@ -416,7 +416,8 @@ class Run:
         games = f"{ev.episodes} game{'s' * (ev.episodes != 1)}"
         if ev.every_start:
             games = "a game from every start"
-        self.tracker.say(f"final evaluation: {games} of the weights at agent step {self.frames:,}")
+        weights = "the weights" if self.average is None else "the weights' average"
+        self.tracker.say(f"final evaluation: {games} of {weights} at agent step {self.frames:,}")
         self.evaluation.wait()
         self._record_evaluation(final=True)
         final = self.tracker.record.evaluations[-1]
