@@ -712,10 +712,11 @@ def score(run_dir: Path, episodes: int) -> float | None:
 
 
 def score_starts(run_dir: Path) -> dict[str, Any] | None:
-    """Play best.pt and the final weights (checkpoint.pt) greedily from every start
-    (``play_every_start``), each game cut at the run's eval.max_frames, once: saved as
-    starts.json beside them. None where the run has neither file, or its pipeline has no
-    NoopReset (said in a line)."""
+    """Play best.pt and the final weights (checkpoint.pt; their moving average where the
+    run kept one, ``eval.average_steps``, as its evaluations played) greedily from every
+    start (``play_every_start``), each game cut at the run's eval.max_frames, once: saved
+    as starts.json beside them. None where the run has neither file, or its pipeline has
+    no NoopReset (said in a line)."""
     path = run_dir / STARTS_FILE
     if path.is_file():
         return json.loads(path.read_text())
@@ -733,6 +734,8 @@ def score_starts(run_dir: Path) -> dict[str, Any] | None:
         try:
             ckpt = load_checkpoint(run_dir / file)
             net = ckpt.policy(torch.device("cpu"))
+            if ckpt.average is not None:
+                net.load_state_dict(ckpt.average["weights"])
             played = play_every_start(ckpt.pipeline, ckpt.game, net, max_frames)
         except ConfigError as err:
             print(f"{run_dir / file}: not played from every start: {err}")

@@ -238,7 +238,7 @@ class Run:
                 scores = np.where(full <= limit, np.asarray(scores, dtype=np.float64), np.nan)
             print(
                 f"--resume: bringing each of {len(phases)} envs back to the point of a game "
-                f"it was at: {phases.max():,} agent steps of play (run.resume_phases)",
+                f"it was at: {phases.max():,} steps of each env (run.resume_phases)",
                 flush=True,
             )
             with tqdm(total=int(phases.max()), unit="step", disable=None, leave=False) as bar:

@@ -206,6 +206,32 @@ def test_score_starts_plays_best_pt_and_the_final_weights_from_every_start_once(
     assert score_starts(run_dir) == played
 
 
+def test_score_starts_plays_the_average_where_the_run_kept_one(tmp_path, monkeypatch):
+    # eval.average_steps: the run evaluated the average, and so does the report
+    import torch
+
+    import atari_speed.run.evaluation as evaluation
+
+    run_dir = fake_run(tmp_path / "s0", 0, {"18": 1_000_000}, 1_000_000, True)
+    weights, average = DQN((4, 42, 42), 6, network="small"), DQN((4, 42, 42), 6, network="small")
+    checkpoint = Checkpoint(
+        game="pong", pipeline=resolve_pipeline("small"), preset={}, obs_shape=[4, 42, 42],
+        actions=6, dueling=False, frames=1_000, net=weights.state_dict(), network="small",
+        average={"weights": average.state_dict(), "at": 1_000},
+    )  # fmt: skip
+    save_checkpoint(checkpoint, run_dir / "checkpoint.pt")
+    played: list[torch.Tensor] = []
+
+    def record(pipeline, game, net, max_frames):
+        played.append(net.state_dict()["head.2.bias"].clone())
+        return {"noops": [0], "weights": [1.0], "scores": [0.0], "mean": 0.0}
+
+    monkeypatch.setattr(evaluation, "play_every_start", record)
+    score_starts(run_dir)
+    assert len(played) == 1 and torch.equal(played[0], average.state_dict()["head.2.bias"])
+    assert not torch.equal(played[0], weights.state_dict()["head.2.bias"])
+
+
 def test_resumed_runs_are_named_under_the_table_with_where_they_were_resumed(tmp_path):
     reached = {"18": 1_000_000}
     fake_run(tmp_path / "s0", 0, reached, 1_000_000, True)
