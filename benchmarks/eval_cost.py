@@ -111,7 +111,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     ckpt = load_checkpoint(args.checkpoint)
-    net = ckpt.policy(torch.device("cpu"))
+    # as run: the weights its evaluations played (their average where it kept one)
+    net = ckpt.policy(torch.device("cpu"), evaluated=args.as_run)
     budget = args.cores * args.every / args.fps
     max_frames = ckpt.preset.get("eval", {}).get("max_frames", 0)
     costs = []

@@ -733,9 +733,7 @@ def score_starts(run_dir: Path) -> dict[str, Any] | None:
             continue
         try:
             ckpt = load_checkpoint(run_dir / file)
-            net = ckpt.policy(torch.device("cpu"))
-            if ckpt.average is not None:
-                net.load_state_dict(ckpt.average["weights"])
+            net = ckpt.policy(torch.device("cpu"), evaluated=True)
             played = play_every_start(ckpt.pipeline, ckpt.game, net, max_frames)
         except ConfigError as err:
             print(f"{run_dir / file}: not played from every start: {err}")

@@ -68,9 +68,11 @@ class Checkpoint:
         out["digest"] = digest(out)
         return out
 
-    def policy(self, device: torch.device) -> DQN:
+    def policy(self, device: torch.device, evaluated: bool = False) -> DQN:
         """The network with its weights, on ``device``, in eval mode, to play; ConfigError
-        if the weights do not fit the network the checkpoint names."""
+        if the weights do not fit the network the checkpoint names. ``evaluated``: the
+        weights the run's evaluations played instead, their moving average where the run
+        kept one (``eval.average_steps``)."""
         net = DQN(
             tuple(self.obs_shape),
             self.actions,
@@ -79,7 +81,8 @@ class Checkpoint:
             layer_norm=self.layer_norm,
         )
         try:
-            net.load_state_dict(self.net)
+            average = self.average if evaluated else None
+            net.load_state_dict(self.net if average is None else average["weights"])
         except (RuntimeError, TypeError, AttributeError) as err:
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise ConfigError(
