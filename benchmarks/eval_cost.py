@@ -18,7 +18,8 @@ greedy game from every start, those that meet played once (``--episodes`` is unu
 starts a snapshot loses. ``--as-run`` plays, once, the games the run's
 own evaluation of the checkpoint's weights plays (its seeds, epsilon and eval.max_frames):
 what ``eval.at_end`` scores for the final weights of a run from before it, given its
-checkpoint.pt. A trained agent's games are the long ones (Pong's last 1,600 to 2,400
+checkpoint.pt (one game from every start where the run had ``eval.every_start``). A
+trained agent's games are the long ones (Pong's last 1,600 to 2,400
 agent steps); an untrained one's are short, so give the run's best.pt.
 """
 
@@ -65,15 +66,20 @@ def play_on_ale(ckpt: object, net: torch.nn.Module, episodes: int, seed: int) ->
         venv.close()
 
 
-def play_as_run(ckpt: object, net: torch.nn.Module, episodes: int) -> list[float]:
-    """The games the run's evaluation of the checkpoint's weights plays: seeded as
-    ``Evaluation`` seeds them, at its preset's epsilon and eval.max_frames."""
+def play_as_run(ckpt: object, net: torch.nn.Module, episodes: int) -> tuple[list[float], float]:
+    """The games the run's evaluation of the checkpoint's weights plays, and their mean:
+    seeded as ``Evaluation`` seeds them, at its preset's epsilon and eval.max_frames, or
+    one game from every start (weighted as drawn) where it had eval.every_start."""
     ev = ckpt.preset.get("eval", {})
+    if ev.get("every_start", False):
+        played = play_every_start(ckpt.pipeline, ckpt.game, net, ev.get("max_frames", 0))
+        return played["scores"], played["mean"]
     seed = evaluation_seed(int(ckpt.preset["run"]["seed"]), ckpt.frames)
     envs = evaluation_envs(ckpt.pipeline, ckpt.game, episodes, seed, ev.get("max_frames", 0))
     try:
         rng = np.random.default_rng(seed)
-        return play_side_by_side(envs, net, torch.device("cpu"), ev.get("epsilon", 0.0), rng)
+        scores = play_side_by_side(envs, net, torch.device("cpu"), ev.get("epsilon", 0.0), rng)
+        return scores, float(np.mean(scores))
     finally:
         for env in envs:
             env.close()
@@ -120,7 +126,7 @@ def main() -> None:
         cpu, wall = time.process_time(), time.perf_counter()
         mean, games = None, "games"
         if args.as_run:
-            scores = play_as_run(ckpt, net, args.episodes)
+            scores, mean = play_as_run(ckpt, net, args.episodes)
             print(f"agent step {ckpt.frames:,}: games {scores}")
         elif args.backend == "every-start":
             played = play_every_start(ckpt.pipeline, ckpt.game, net, max_frames)

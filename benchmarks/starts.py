@@ -18,6 +18,12 @@ and says whether the scores agree and what each way cost.
     uv run benchmarks/starts.py runs/x/s0/checkpoint.pt runs/x/s0/best.pt
     uv run benchmarks/starts.py runs/x/s*/checkpoint.pt --per-start
     uv run benchmarks/starts.py runs/x/s0/best.pt --played-out
+    uv run benchmarks/starts.py --between a.pt b.pt --points 5
+
+``--between`` plays weights on the straight line from one checkpoint's to another's
+(``(1 - t) a + t b`` for ``--points`` values of t from 0 to 1): whether two policies that
+each play well still play well mixed, which is what a moving average of the weights takes
+for granted.
 """
 
 from __future__ import annotations
@@ -51,11 +57,55 @@ def summary_line(name: str, result: dict[str, Any]) -> str:
     )
 
 
+def mixed(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], t: float) -> dict:
+    """The weights ``(1 - t) a + t b``; ValueError unless both have the same tensors."""
+    if a.keys() != b.keys() or any(a[k].shape != b[k].shape for k in a):
+        raise ValueError("the two checkpoints' networks differ")
+    return {k: torch.lerp(a[k].float(), b[k].float(), t).to(a[k].dtype) for k in a}
+
+
+def distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    """||b - a|| / ||a|| over all the weights."""
+    flat_a = torch.cat([v.float().flatten() for v in a.values()])
+    flat_b = torch.cat([b[k].float().flatten() for k in a])
+    return float((flat_b - flat_a).norm() / flat_a.norm())
+
+
+def play_between(paths: list[str], points: int, max_frames: int) -> None:
+    """Every start's greedy score of ``points`` mixes of two checkpoints' weights."""
+    try:
+        a, b = (load_checkpoint(p) for p in paths)
+        net = a.policy(torch.device("cpu"))
+        if (a.game, a.network, a.obs_shape) != (b.game, b.network, b.obs_shape):
+            raise ConfigError("the two checkpoints are not of one game and network")
+        print(
+            f"{paths[0]} (agent step {a.frames:,}) to {paths[1]} (agent step {b.frames:,}): "
+            f"||b - a|| / ||a|| = {distance(a.net, b.net):.3f}"
+        )
+        for t in np.linspace(0.0, 1.0, points):
+            started = time.perf_counter()
+            net.load_state_dict(mixed(a.net, b.net, float(t)))
+            result = play_every_start(a.pipeline, a.game, net, max_frames)
+            line = summary_line(f"t = {t:.2f}", result)
+            print(f"{line}; {time.perf_counter() - started:.0f} s", flush=True)
+    except (ConfigError, ValueError) as err:
+        raise SystemExit(f"starts.py --between: {err}") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("checkpoints", nargs="+", help="best.pt or checkpoint.pt files")
+    parser.add_argument("checkpoints", nargs="*", help="best.pt or checkpoint.pt files")
+    parser.add_argument(
+        "--between",
+        nargs=2,
+        metavar=("A", "B"),
+        help="play mixes of two checkpoints' weights instead (see above)",
+    )
+    parser.add_argument(
+        "--points", type=int, default=5, help="--between: how many mixes, ends included"
+    )
     parser.add_argument(
         "--max-frames",
         type=int,
@@ -72,6 +122,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     torch.set_num_threads(1)  # the games' steps are most of the time; one core each
+    if args.between:
+        play_between(args.between, max(args.points, 2), args.max_frames)
+        return
+    if not args.checkpoints:
+        parser.error("name a checkpoint, or two with --between")
     for path in args.checkpoints:
         started = time.perf_counter()
         try:

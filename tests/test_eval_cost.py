@@ -43,22 +43,22 @@ def test_as_run_plays_the_games_the_runs_own_evaluation_of_those_weights_plays()
 
     overrides = ["run.mode='n-env'", "run.envs=1", "run.precision='fp32'"]
     overrides += ["env.backend='sync'", "run.device='cpu'", "run.seed=7"]
-    overrides += [
-        "eval.episodes=2",
-        "eval.epsilon=0.3",
-        "eval.max_frames=2000",
-        "eval.every_start=false",
-    ]
-    plan = make_plan(load_preset("pong-fast", overrides))
+    overrides += ["eval.episodes=2", "eval.epsilon=0.3", "eval.max_frames=2000"]
     torch.manual_seed(0)
-    net = build_network(plan.preset.dqn, plan.obs_shape, plan.actions).eval()
-    evaluation = Evaluation(plan, net.state_dict(), frames=1234)
-    evaluation.wait()
-    ckpt = SimpleNamespace(
-        pipeline=plan.pipeline, game="pong", frames=1234, preset=plan.preset.to_dict()
-    )
-    assert eval_cost.play_as_run(ckpt, net, episodes=2) == evaluation.scores
-    assert len(evaluation.scores) == 2
+    for every_start in (False, True):  # drawn games; one game from every start
+        more = [f"eval.every_start={str(every_start).lower()}"]
+        if every_start:
+            more += ["eval.epsilon=0.0", "eval.max_frames=400"]  # an untrained net's rallies
+        plan = make_plan(load_preset("pong-fast", overrides + more))
+        net = build_network(plan.preset.dqn, plan.obs_shape, plan.actions).eval()
+        evaluation = Evaluation(plan, net.state_dict(), frames=1234)
+        evaluation.wait()
+        ckpt = SimpleNamespace(
+            pipeline=plan.pipeline, game="pong", frames=1234, preset=plan.preset.to_dict()
+        )
+        scores, mean = eval_cost.play_as_run(ckpt, net, episodes=2)
+        assert (scores, mean) == (evaluation.scores, evaluation.mean)
+        assert len(scores) == (29 if every_start else 2)
 
 
 def test_the_lost_games_and_the_lowest_score_are_said():

@@ -89,6 +89,9 @@ class Actor:
         prof: Profiler,
     ) -> None:
         self.venv, self.net, self.sink, self.cols = venv, net, sink, cols
+        # the network given, whose max_a Q the sink may reuse as targets (PQN's); ``net``
+        # is what acts, which ``act_with`` may change
+        self.own_net = net
         self.device, self.prof = device, prof
         self.num_envs = venv.num_envs
         self.actions = int(venv.single_action_space.n)
@@ -105,6 +108,11 @@ class Actor:
         # is added to it when the game ends (``realign``)
         self.scores = np.zeros(self.num_envs)
         self.score_offsets = np.zeros(self.num_envs)
+
+    def act_with(self, net: nn.Module | None) -> None:
+        """Act with ``net`` from the next step (None: the network given at the start). The
+        values it computes are then not written to the sink: they are not the learner's."""
+        self.net = self.own_net if net is None else net
 
     def game_scores(self) -> np.ndarray:
         """Each env's score so far in its game in progress, as it will be scored: for a
@@ -200,7 +208,7 @@ class Actor:
             actions, values = act(self.net, self.obs, epsilon, self.actions, self.rng, self.device)
         with prof.section("replay add"):
             # before step(), which overwrites obs in place
-            sink.put_obs(self.obs, self.cols, values)
+            sink.put_obs(self.obs, self.cols, values if self.net is self.own_net else None)
         with prof.section("env step"):
             self.obs, rewards, terminated, truncated, infos = self.venv.step(actions)
         with prof.section("replay add"):

@@ -13,6 +13,7 @@ were averaged before count ``exp(-elapsed / steps)``.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -27,8 +28,11 @@ class WeightAverage:
         if steps <= 0:
             raise ValueError(f"steps must be positive, got {steps}")
         self.steps, self.at = steps, at
-        # clone keeps each tensor's memory format (channels-last weights stay so)
-        self.weights = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        # A network of its own, to act with (pqn.act_with_average); ``weights`` are its
+        # tensors, so updating them updates it. The copy keeps each tensor's memory format
+        # (channels-last weights stay so).
+        self.net = copy.deepcopy(net).eval().requires_grad_(False)
+        self.weights = self.net.state_dict()
 
     @torch.no_grad()
     def update(self, net: torch.nn.Module, frames: int) -> None:

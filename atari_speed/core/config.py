@@ -307,6 +307,17 @@ class PQNConfig:
         "evaluations (eval.every)",
         False,
     )
+    act_with_average: bool = doc(
+        "while the smoothed training score is at or above pqn.act_average_from, the actor "
+        "plays (the training games included) with the weights' moving average "
+        "(eval.average_steps) instead of the weights as they are; learning is unchanged, "
+        "its targets still the online network's. n-env mode",
+        False,
+    )
+    act_average_from: float = doc(
+        "the smoothed training score from which pqn.act_with_average acts with the average",
+        0.0,
+    )
 
 
 @dataclass(frozen=True)
@@ -654,6 +665,11 @@ def _check_pqn(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [pqn] follow_greedy = true with [eval] every = 0: it follows the "
             "greedy evaluations' score; set eval.every, or follow_greedy = false"
+        )
+    if pqn.act_with_average and preset.eval.average_steps <= 0:
+        raise ConfigError(
+            f"{source}: [pqn] act_with_average = true with [eval] average_steps = 0: there "
+            "is no average to act with; set eval.average_steps, or act_with_average = false"
         )
     # The two PQN schedules that fall with the score (1 = off): field, its start, what falls.
     for key, start_key, what in (

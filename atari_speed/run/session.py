@@ -252,6 +252,7 @@ class Run:
                 "uncounted; run.resume_phases)"
             )
         self.actor = actor
+        self.choose_acting()
 
     def env_phases(self) -> list[int] | None:
         """Each env's agent steps into its game, for a checkpoint: the actor's once it has
@@ -292,6 +293,17 @@ class Run:
         self.learner.learn(source, self.decay_progress(), self.rng, share, eps)
         if self.average is not None:
             self.average.update(self.learner.net, self.frames)
+        self.choose_acting()
+
+    def choose_acting(self) -> None:
+        """n-env mode's actor plays with the weights' average while the smoothed score is
+        at or above pqn.act_average_from (``pqn.act_with_average``), else with the weights
+        as they are."""
+        pqn, smoothed = self.preset.pqn, self.tracker.scores.smoothed
+        if self.actor is None or self.average is None or not pqn.act_with_average:
+            return
+        average = smoothed is not None and smoothed >= pqn.act_average_from
+        self.actor.act_with(self.average.net if average else None)
 
     def start_average(self, checkpoint: Checkpoint | None) -> WeightAverage | None:
         """The average of the weights that evaluations play (``eval.average_steps``), or

@@ -162,6 +162,26 @@ def test_actor_keeps_the_values_it_chose_by_in_a_rollout():
     assert rollout.acted_values() == pytest.approx(np.stack(expected))
 
 
+def test_an_actor_acting_with_another_network_leaves_its_values_out_of_the_rollout():
+    # pqn.act_with_average: the average acts, and its max_a Q are not the learner's targets
+    rollout = RolloutStore(2, 4, (2, 1, 1))
+    venv = ScriptedVectorEnv()
+    own, other = TinyQ(), always_two()
+    with torch.no_grad():
+        own.linear.weight.zero_()
+        own.linear.bias[:] = torch.tensor([1.0, 0.0, 0.0])  # greedy action 0
+    rng, cpu = np.random.default_rng(0), torch.device("cpu")
+    actor = Actor(venv, own, rollout, slice(None), 0, rng, cpu, Profiler())
+    actor.step(epsilon=0.0)
+    actor.act_with(other)
+    actor.step(epsilon=0.0)
+    actor.act_with(None)  # back to its own network
+    actor.step(epsilon=0.0)
+    assert [int(a[0]) for a in venv.actions] == [0, 2, 0]
+    assert not np.isnan(rollout.values[0]).any() and not np.isnan(rollout.values[2]).any()
+    assert np.isnan(rollout.values[1]).all()
+
+
 class Recorder:
     """A sink that keeps what it was given."""
 

@@ -49,6 +49,19 @@ def test_the_average_is_a_copy_that_training_does_not_move():
     assert all(torch.all(v == 1.0) for v in average.weights.values())
 
 
+def test_the_averages_network_computes_with_the_averaged_weights():
+    net = linear(1.0)
+    average = WeightAverage(net, steps=1000, at=0)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.fill_(3.0)
+    average.update(net, 1000)
+    x = torch.ones(1, 3)
+    value = 3.0 - 2.0 * math.exp(-1.0)  # each weight and bias: 3 inputs of 1, and a bias
+    assert torch.allclose(average.net(x), torch.full((1, 2), 4 * value))
+    assert not any(p.requires_grad for p in average.net.parameters())
+
+
 def test_channels_last_weights_keep_their_layout():
     conv = torch.nn.Conv2d(4, 8, 3).to(memory_format=torch.channels_last)
     average = WeightAverage(conv, steps=100, at=0)

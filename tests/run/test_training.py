@@ -13,11 +13,13 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from atari_speed.agent.actor import Game
+from atari_speed.core.errors import ConfigError
 from atari_speed.run.checkpoint import load_checkpoint
 from atari_speed.run.lock import RunDirLock
 from atari_speed.run.tracking import Scores
@@ -495,7 +497,6 @@ def test_bad_presets_fail_at_start_with_one_line(args, message):
 
 def test_bad_preset_file_names_the_file(tmp_path):
     from atari_speed.core.config import load_preset
-    from atari_speed.core.errors import ConfigError
 
     path = tmp_path / "mine.toml"
     path.write_text("[run]\nmode = 'turbo'\n")
@@ -530,7 +531,6 @@ def test_help_documents_every_flag_and_field():
 
 
 def test_corrupt_checkpoint_is_refused_in_one_line(tmp_path, nenv_run):
-    from atari_speed.core.errors import ConfigError
 
     good = (nenv_run / "checkpoint.pt").read_bytes()
     truncated = tmp_path / "cut.pt"
@@ -909,3 +909,43 @@ def test_evaluations_play_the_average_of_the_weights_and_a_resume_keeps_it(tmp_p
     finally:
         again.tracker.close()
         again.lock.release()
+
+
+def test_the_actor_plays_with_the_average_from_the_score_set_and_not_below(tmp_path):
+    # pqn.act_with_average: from a smoothed score of pqn.act_average_from the actor acts
+    # with the average's network, and with the weights as they are again if it slips back
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = ["run.envs=1", "eval.average_steps=100", "pqn.act_with_average=true"]
+    overrides += ["pqn.act_average_from=5.0"]
+    plan = make_plan(load_preset("pong-fast", [*overrides, "run.mode='n-env'", *AUTO_OFF]))
+    run = Run(plan, tmp_path / "a")
+    acted_with: list[object] = []
+    run.actor = SimpleNamespace(act_with=acted_with.append)
+    run.learner.learn = lambda *_: None
+    try:
+        for smoothed in (None, 4.9, 5.0, 12.0, 4.0):
+            run.tracker.scores.smoothed = smoothed
+            run.tracker.advance(10)
+            run.learn(None)
+        assert acted_with == [None, None, run.average.net, run.average.net, None]
+    finally:
+        run.tracker.close()
+        run.lock.release()
+
+
+def test_acting_with_the_average_needs_one_and_the_n_env_actor():
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+
+    with pytest.raises(ConfigError, match="average_steps = 0"):
+        load_preset("pong-fast", ["pqn.act_with_average=true", "eval.average_steps=0"])
+    parallel = ["run.mode='parallel'", "run.actors=1", "pqn.act_with_average=true"]
+    with pytest.raises(ConfigError, match="act_with_average = true in parallel mode"):
+        make_plan(load_preset("pong-fast", [*parallel, *AUTO_OFF]))
+
+
+# pong-fast with nothing left to "auto": no calibration in a test
+AUTO_OFF = ["run.precision='fp32'", "env.backend='sync'"]
