@@ -2,10 +2,15 @@
 same math: torch threads, channels-last weights, fused vs per-tensor Adam. With --pqn,
 PQN's update instead (pong-fast's `small` LayerNorm network on 42x42 frames, fp32, all
 threads): minibatches of 128 against 256, per update and per sample, channels-last
-weights, and RAdam's step alone per tensor against foreach.
+weights, and RAdam's step alone per tensor against foreach. With --targets, what a
+pong-fast rollout's Q(lambda) targets cost (64 envs x 32 steps, the preset's network,
+channels-last, fp32 and bf16): with the max_a Q the actor computed reused, against
+computed again (``pqn.act_with_average``: the average acts, so its values are not the
+learner's), beside the weights' average's update and one acting pass.
 
     uv run benchmarks/sgd_step.py
     uv run benchmarks/sgd_step.py --pqn
+    taskset -c 0 uv run benchmarks/sgd_step.py --targets
 
 Rows are interleaved over the repetitions and each reports the median milliseconds.
 """
@@ -33,7 +38,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10, help="updates per timing window")
     parser.add_argument("--pqn", action="store_true", help="PQN's update (see above)")
+    parser.add_argument("--targets", action="store_true", help="PQN's targets (see above)")
     args = parser.parse_args()
+    if args.targets:
+        target_rows(args.reps, args.steps)
+        return
     if args.pqn:
         pqn_rows(args.reps, args.steps)
         return
@@ -84,6 +93,63 @@ def ms_per_call(call: Callable[[], object], n: int) -> float:
     for _ in range(n):
         call()
     return (time.perf_counter() - start) / n * 1e3
+
+
+def target_rows(reps: int, steps: int) -> None:
+    """A rollout's targets with the actor's values and without, interleaved, median ms."""
+    from atari_speed.agent.averaging import WeightAverage
+    from atari_speed.agent.policy import greedy_and_values
+    from atari_speed.agent.pqn import QLambdaLearner
+    from atari_speed.agent.rollout import RolloutStore
+    from atari_speed.core.config import PQNConfig
+
+    shape, actions, envs, length = (4, 42, 42), 6, 64, 32
+    cfg = DQNConfig(algorithm="pqn", network="small", layer_norm=True)
+    rng = np.random.default_rng(0)
+    torch.manual_seed(0)
+    net = DQN(shape, actions, network="small", layer_norm=True)
+    cpu = torch.device("cpu")
+    learners = {
+        bf16: QLambdaLearner(net, cfg, PQNConfig(), cpu, bf16=bf16, channels_last=True)
+        for bf16 in (False, True)
+    }
+    rollout = RolloutStore(envs, length, shape)
+    for _ in range(length):
+        obs = rng.integers(0, 255, (envs, *shape), dtype=np.uint8)
+        rollout.put_obs(obs, values=greedy_and_values(net, obs, cpu)[1])
+        rollout.commit(rng.integers(0, actions, envs), np.zeros(envs), np.zeros(envs, bool))
+    rollout.finish(rng.integers(0, 255, (envs, *shape), dtype=np.uint8))
+    acted = rollout.values.copy()
+    average = WeightAverage(net, 50_000, 0)
+    frames = iter(range(2048, 10**9, 2048))
+
+    def targets(learner: QLambdaLearner, reuse: bool) -> None:
+        rollout.values[:] = acted if reuse else np.nan
+        learner.targets(rollout)
+
+    rows: dict[str, tuple[Callable[[], object], list[float]]] = {}
+    for bf16, learner in learners.items():
+        precision = "bf16" if bf16 else "fp32"
+        rows[f"targets, the actor's values reused, {precision}"] = (
+            lambda learner=learner: targets(learner, True),
+            [],
+        )
+        rows[f"targets, every row's values computed, {precision}"] = (
+            lambda learner=learner: targets(learner, False),
+            [],
+        )
+    rows["the weights' average updated"] = (lambda: average.update(net, next(frames)), [])
+    rows["one acting pass (64 envs, fp32)"] = (lambda: greedy_and_values(net, obs, cpu), [])
+    for _ in range(reps):
+        for call, times in rows.values():
+            call()
+            times.append(ms_per_call(call, steps))
+    print(
+        f"\n| a rollout of {envs} envs x {length} steps, {torch.get_num_threads()} threads "
+        "| ms |\n|---|---:|"
+    )
+    for name, (_, times) in rows.items():
+        print(f"| {name} | {statistics.median(times):.2f} |")
 
 
 def pqn_rows(reps: int, steps: int) -> None:

@@ -193,7 +193,9 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
         learner=learner,
         rng="rng",
         average=None,
+        actor=None,
     )
+    run.choose_acting = lambda: Run.choose_acting(run)
     run.decay_progress = lambda: Run.decay_progress(run)
     run.schedule_score = lambda: Run.schedule_score(run)
     Run.learn(run, "rollout")
