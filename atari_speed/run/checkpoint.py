@@ -160,7 +160,9 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
 def remove_stale_temps(path: Path) -> None:
     """Remove the half-written temp files of ``path`` whose writer is gone: a process
     killed mid-write (SIGKILL, power loss) leaves its ``.<name>.tmp-<pid>``, as large as
-    the file, which nothing else would ever remove. A live writer's file is kept."""
+    the file, which nothing else would ever remove. A live writer's file is kept. The
+    name may be a pattern (``snapshots/*.pt``: files each written once, whose own next
+    write never comes)."""
     for tmp in path.parent.glob(f".{path.name}.tmp-*"):
         pid = tmp.name.rsplit("-", 1)[1]
         if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):

@@ -37,7 +37,12 @@ from atari_speed.core.errors import ConfigError
 from atari_speed.core.timing import Profiler
 from atari_speed.envs.pipeline import resolve_game
 from atari_speed.envs.vector import VectorEnv, make_vector_env
-from atari_speed.run.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from atari_speed.run.checkpoint import (
+    Checkpoint,
+    load_checkpoint,
+    remove_stale_temps,
+    save_checkpoint,
+)
 from atari_speed.run.evaluation import (
     Evaluation,
     eval_cpu_allows,
@@ -378,6 +383,7 @@ class Run:
         weights = self.learner.net.state_dict() if self.average is None else self.average.weights
         if self.preset.eval.snapshots:
             (self.run_dir / "snapshots").mkdir(exist_ok=True)
+            remove_stale_temps(self.run_dir / "snapshots" / "*.pt")
             self.checkpoint(f"snapshots/{self.frames}.pt", weights_only=True)
             if self.average is not None:
                 self.checkpoint(

@@ -352,3 +352,27 @@ def test_a_live_writers_temp_is_kept(tmp_path):
         sleeper.wait(timeout=30)
     remove_stale_temps(path)
     assert not live.exists()
+
+
+def test_a_pattern_clears_the_dead_writers_temps_of_files_written_once(tmp_path):
+    # snapshots/<agent step>.pt: each name is written once, so no later write of the same
+    # name clears a killed writer's temp; the pattern does, and keeps the live one's
+    import subprocess
+    import sys
+
+    from atari_speed.run.checkpoint import remove_stale_temps
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=30)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stale = tmp_path / f".100.pt.tmp-{dead.pid}"
+        kept = tmp_path / f".200-average.pt.tmp-{live.pid}"
+        other = tmp_path / f".notes.txt.tmp-{dead.pid}"
+        for f in (stale, kept, other):
+            f.write_bytes(b"half")
+        remove_stale_temps(tmp_path / "*.pt")
+        assert not stale.exists() and kept.exists() and other.exists()
+    finally:
+        live.kill()
+        live.wait(timeout=30)
