@@ -10,21 +10,23 @@ import torch
 from atari_speed.agent.averaging import WeightAverage
 
 
-def linear(value: float) -> torch.nn.Linear:
-    net = torch.nn.Linear(3, 2)
+def fill(net: torch.nn.Module, value: float) -> torch.nn.Module:
+    """Every weight of ``net`` set to ``value``: a network "trained" to known weights."""
     with torch.no_grad():
         for p in net.parameters():
             p.fill_(value)
     return net
 
 
+def linear(value: float) -> torch.nn.Linear:
+    return fill(torch.nn.Linear(3, 2), value)
+
+
 def test_the_average_starts_at_the_weights_and_moves_by_the_agent_steps_elapsed():
     net = linear(1.0)
     average = WeightAverage(net, steps=1000, at=500)
     assert all(torch.equal(v, net.state_dict()[k]) for k, v in average.weights.items())
-    with torch.no_grad():
-        for p in net.parameters():
-            p.fill_(3.0)
+    fill(net, 3.0)
     average.update(net, 1500)  # one time constant later: the old weights count 1/e
     expected = 3.0 - 2.0 * math.exp(-1.0)
     for value in average.weights.values():
@@ -52,9 +54,7 @@ def test_the_average_is_a_copy_that_training_does_not_move():
 def test_the_averages_network_computes_with_the_averaged_weights():
     net = linear(1.0)
     average = WeightAverage(net, steps=1000, at=0)
-    with torch.no_grad():
-        for p in net.parameters():
-            p.fill_(3.0)
+    fill(net, 3.0)
     average.update(net, 1000)
     x = torch.ones(1, 3)
     value = 3.0 - 2.0 * math.exp(-1.0)  # each weight and bias: 3 inputs of 1, and a bias

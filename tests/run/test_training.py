@@ -31,6 +31,9 @@ from tests.scripts import (
     train_here,
 )
 
+# pong-fast with nothing left to "auto": no calibration in a test
+AUTO_OFF = ["run.precision='fp32'", "env.backend='sync'"]
+
 TINY = [
     # on the CPU also where a GPU is: these tests compare weights bit for bit, which CUDA's
     # kernels need not reproduce (tests/test_cuda.py runs train.py there)
@@ -531,7 +534,6 @@ def test_help_documents_every_flag_and_field():
 
 
 def test_corrupt_checkpoint_is_refused_in_one_line(tmp_path, nenv_run):
-
     good = (nenv_run / "checkpoint.pt").read_bytes()
     truncated = tmp_path / "cut.pt"
     truncated.write_bytes(good[: len(good) // 2])
@@ -945,7 +947,3 @@ def test_acting_with_the_average_needs_one_and_the_n_env_actor():
     parallel = ["run.mode='parallel'", "run.actors=1", "pqn.act_with_average=true"]
     with pytest.raises(ConfigError, match="act_with_average = true in parallel mode"):
         make_plan(load_preset("pong-fast", [*parallel, *AUTO_OFF]))
-
-
-# pong-fast with nothing left to "auto": no calibration in a test
-AUTO_OFF = ["run.precision='fp32'", "env.backend='sync'"]
