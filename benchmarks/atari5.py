@@ -197,10 +197,15 @@ def dopamine_estimates() -> list[str]:
     return lines
 
 
+def at_10m(summary: dict) -> bool:
+    """Whether the run's emulator frames are Dopamine's 10M (within one rollout's worth)."""
+    return abs(summary.get("emulator_frames", 0) - 10_000_000) <= 100_000
+
+
 def warn_frames(run: Path, summary: dict) -> None:
     """A line on stderr where the run is not at Dopamine's 10M frames."""
     emulator_frames = summary.get("emulator_frames", 0)
-    if abs(emulator_frames - 10_000_000) > 100_000:
+    if not at_10m(summary):
         print(
             f"atari5.py: {run}: {emulator_frames:,} emulator frames, not 10M: its count"
             " against Dopamine's 10M-frame figures is not at equal frames",
@@ -271,6 +276,7 @@ class GameSeeds(NamedTuple):
     runs: list[tuple[int, Path]]  # (seed, run directory)
     training: list[float]  # each seed's mean of its last 100 training games
     greedy: list[float]  # play.py's greedy mean, of the seeds scored
+    frames: list[int]  # each seed's emulator frames, beside runs
 
     @property
     def training_mean(self) -> float:
@@ -339,7 +345,7 @@ def read_game(
 ) -> GameSeeds | None:
     """The seeds of ``game`` in ``out/<game>/s<seed>``, or else in ``record``'s, that have
     ended a game (a line on stderr for each left out); None where none has."""
-    runs, training, greedy, title = [], [], [], ""
+    runs, training, greedy, frames, title = [], [], [], [], ""
     for seed in seeds:
         run = out / game / f"s{seed}"
         # a run going on in --out (its summary.json is written as it trains) is not the
@@ -359,10 +365,11 @@ def read_game(
         warn_not_sticky(run, summary)
         title = title or f"{summary['preset'].get('name') or 'train.py'}: {game}"
         runs.append((seed, run))
+        frames.append(int(summary.get("emulator_frames", 0)))
         training.append(training_score)
         if greedy_score is not None:
             greedy.append(greedy_score)
-    return GameSeeds(game, title, runs, training, greedy) if runs else None
+    return GameSeeds(game, title, runs, training, greedy, frames) if runs else None
 
 
 def ahead_of(result: GameSeeds, index: int) -> bool:
@@ -399,7 +406,7 @@ def seeds_table(results: list[GameSeeds]) -> list[str]:
         yes = {True: "yes", False: "no"}
         cells = [
             r.game,
-            ", ".join(str(seed) for seed, _ in r.runs),
+            seeds_cell(r),
             spread(r.training),
             greedy,
             f"{normalised(r.game, r.training_mean):.0f}% / {greedy_hns}",
@@ -409,6 +416,17 @@ def seeds_table(results: list[GameSeeds]) -> list[str]:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def seeds_cell(result: GameSeeds) -> str:
+    """The seeds of a row, each short of 10M emulator frames (a run still going on) with
+    its frames: its score is not yet at Dopamine's frames."""
+    return ", ".join(
+        str(seed)
+        if at_10m({"emulator_frames": frames})
+        else f"{seed} (at {frames / 1e6:.2f}M frames)"
+        for (seed, _), frames in zip(result.runs, result.frames, strict=True)
+    )
 
 
 def seed_estimates(results: list[GameSeeds]) -> list[str]:

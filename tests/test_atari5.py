@@ -167,6 +167,7 @@ def fake_seed(
     run = fake_run(out / game / f"s{seed}", game, [(i, s, s) for i, s in enumerate(scores)])
     summary = json.loads((run / "summary.json").read_text())
     summary["steps"], summary["solved"] = steps, False
+    summary["emulator_frames"] = 4 * steps
     summary["preset"] = {
         "name": "atari-84",
         "env": {"game": game},
@@ -230,6 +231,19 @@ def test_seeds_are_grouped_by_game_with_their_mean_and_range(tmp_path, capsys, m
     # --seeds picks which: seed 2 alone
     assert atari5.main(["--report-only", "--out", str(out), "--seeds", "2"]) == 0
     assert table_rows(capsys.readouterr().out)["breakout"][1:4] == ["2", "60.0", "-"]
+
+
+def test_a_seed_short_of_10m_frames_is_marked_with_its_frames(tmp_path, capsys):
+    out = tmp_path / "out"
+    fake_seed(out, "qbert", 0, [2500.0], 700.0)
+    fake_seed(out, "qbert", 1, [1500.0], None, steps=1_874_560)  # still training
+    assert atari5.main(["--report-only", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert table_rows(captured.out)["qbert"][1:3] == [
+        "0, 1 (at 7.50M frames)",
+        "2,000.0 (1,500.0 to 2,500.0)",
+    ]
+    assert "7,498,240 emulator frames, not 10M" in captured.err
 
 
 def test_the_counts_say_ahead_of_each_mean_and_above_rainbow_s_range(tmp_path, capsys):
