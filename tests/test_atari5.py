@@ -160,11 +160,15 @@ def fake_seed(
     play: float | None = None,
     steps: int = 2_500_000,
     sticky: float = 0.25,
+    ended: list[int] | None = None,
 ) -> Path:
     """``out/<game>/s<seed>`` as train.py leaves it: ``scores`` are its games' scores (the
-    last 100 count); finished when ``steps`` reaches atari-84's budget of 2.5M."""
+    last 100 count), ended at agent steps ``ended`` (by default evenly over the run);
+    finished when ``steps`` reaches atari-84's budget of 2.5M."""
     (out / game).mkdir(parents=True, exist_ok=True)
-    run = fake_run(out / game / f"s{seed}", game, [(i, s, s) for i, s in enumerate(scores)])
+    ended = ended or [steps * (i + 1) // len(scores) for i in range(len(scores))]
+    games = [(end, s, s) for end, s in zip(ended, scores, strict=True)]
+    run = fake_run(out / game / f"s{seed}", game, games)
     summary = json.loads((run / "summary.json").read_text())
     summary["steps"], summary["solved"] = steps, False
     summary["emulator_frames"] = 4 * steps
@@ -244,6 +248,21 @@ def test_a_seed_short_of_10m_frames_is_marked_with_its_frames(tmp_path, capsys):
         "2,000.0 (1,500.0 to 2,500.0)",
     ]
     assert "7,498,240 emulator frames, not 10M" in captured.err
+
+
+def test_a_seed_whose_last_100_games_are_old_is_named(tmp_path, capsys):
+    # double_dunk's 150 games: 140 in the first fifth of the run, then 10 in its last
+    # quarter (a stalled game ends rarely); breakout's 1,000 evenly over the run
+    out = tmp_path / "out"
+    ended = [i * 3_000 for i in range(140)] + [2_000_000 + i * 40_000 for i in range(10)]
+    fake_seed(out, "double_dunk", 0, [-19.0] * 150, ended=ended)
+    fake_seed(out, "breakout", 0, [30.0] * 1000)
+    assert atari5.main(["--report-only", "--out", str(out)]) == 0
+    stale = [line for line in capsys.readouterr().out.splitlines() if "last 100 training" in line]
+    assert [line for line in stale if line.startswith(("breakout", "double_dunk"))] == [
+        "double_dunk seed 0: its last 100 training games ended from agent step 150,000 on,"
+        " of 2,500,000 (10 in the last quarter): its score is in part an earlier policy's"
+    ]
 
 
 def test_the_counts_say_ahead_of_each_mean_and_above_rainbow_s_range(tmp_path, capsys):
