@@ -59,8 +59,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-
 from atari_speed.app.ablation import plot_scores, read_scores
 from atari_speed.app.seeds import finished, parse_seeds, run_seeds, score
 from atari_speed.core.errors import interrupt_as_exception
@@ -279,7 +277,6 @@ class GameSeeds(NamedTuple):
     training: list[float]  # each seed's mean of its last 100 training games
     greedy: list[float]  # play.py's greedy mean, of the seeds scored
     frames: list[int]  # each seed's emulator frames, beside runs
-    ended: list[np.ndarray]  # each seed's games' agent steps at their ends, in order
 
     @property
     def training_mean(self) -> float:
@@ -348,7 +345,7 @@ def read_game(
 ) -> GameSeeds | None:
     """The seeds of ``game`` in ``out/<game>/s<seed>``, or else in ``record``'s, that have
     ended a game (a line on stderr for each left out); None where none has."""
-    runs, training, greedy, frames, ended, title = [], [], [], [], [], ""
+    runs, training, greedy, frames, title = [], [], [], [], ""
     for seed in seeds:
         run = out / game / f"s{seed}"
         # a run going on in --out (its summary.json is written as it trains) is not the
@@ -369,11 +366,10 @@ def read_game(
         title = title or f"{summary['preset'].get('name') or 'train.py'}: {game}"
         runs.append((seed, run))
         frames.append(int(summary.get("emulator_frames", 0)))
-        ended.append(read_scores(run)[:, 1])
         training.append(training_score)
         if greedy_score is not None:
             greedy.append(greedy_score)
-    return GameSeeds(game, title, runs, training, greedy, frames, ended) if runs else None
+    return GameSeeds(game, title, runs, training, greedy, frames) if runs else None
 
 
 def ahead_of(result: GameSeeds, index: int) -> bool:
@@ -439,15 +435,17 @@ def stale_lines(results: list[GameSeeds]) -> list[str]:
     that can be stalled ends rarely once the agent stalls it)."""
     lines = []
     for r in results:
-        for (seed, _), frames, ended in zip(r.runs, r.frames, r.ended, strict=True):
-            steps = frames // 4
+        for (seed, run), frames in zip(r.runs, r.frames, strict=True):
+            steps, games = frames // 4, read_scores(run)
+            ended, scores = games[:, 1], games[:, 2]
             since = int(ended[-100:].min())
             if since < 0.75 * steps:
-                recent = int((ended >= 0.75 * steps).sum())
+                recent = scores[ended >= 0.75 * steps]
+                mean = f", averaging {recent.mean():,.1f}" if len(recent) else ""
                 lines.append(
                     f"{r.game} seed {seed}: its last 100 training games ended from agent step"
-                    f" {since:,} on, of {steps:,} ({recent} in the last quarter): its score is"
-                    " in part an earlier policy's"
+                    f" {since:,} on, of {steps:,} ({len(recent)} in the last quarter{mean}):"
+                    " its score is in part an earlier policy's"
                 )
     return lines
 

@@ -255,13 +255,14 @@ def test_a_seed_whose_last_100_games_are_old_is_named(tmp_path, capsys):
     # quarter (a stalled game ends rarely); breakout's 1,000 evenly over the run
     out = tmp_path / "out"
     ended = [i * 3_000 for i in range(140)] + [2_000_000 + i * 40_000 for i in range(10)]
-    fake_seed(out, "double_dunk", 0, [-19.0] * 150, ended=ended)
+    fake_seed(out, "double_dunk", 0, [-19.0] * 140 + [-21.0] * 10, ended=ended)
     fake_seed(out, "breakout", 0, [30.0] * 1000)
     assert atari5.main(["--report-only", "--out", str(out)]) == 0
     stale = [line for line in capsys.readouterr().out.splitlines() if "last 100 training" in line]
     assert [line for line in stale if line.startswith(("breakout", "double_dunk"))] == [
         "double_dunk seed 0: its last 100 training games ended from agent step 150,000 on,"
-        " of 2,500,000 (10 in the last quarter): its score is in part an earlier policy's"
+        " of 2,500,000 (10 in the last quarter, averaging -21.0): its score is in part an earlier"
+        " policy's"
     ]
 
 
