@@ -606,6 +606,12 @@ def check_consistency(source: str, preset: Preset) -> None:
     if preset.dqn.algorithm == "pqn":
         _check_pqn(source, preset)
         return
+    if preset.pqn.act_with_average:
+        raise ConfigError(
+            f"{source}: [pqn] act_with_average = true with [dqn] algorithm = "
+            f"'{preset.dqn.algorithm}': it is PQN's; set algorithm = 'pqn', or act_with_average"
+            " = false"
+        )
     if preset.replay.initial > preset.replay.size:
         raise ConfigError(
             f"{source}: [replay] initial = {preset.replay.initial} exceeds size = "

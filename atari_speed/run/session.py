@@ -224,6 +224,8 @@ class Run:
         limit, phases = self.preset.run.resume_phases, self.saved_phases
         if self.done:  # nothing will be played: checkpoints keep the phases resumed
             return
+        # the envs are brought back, or spread, with the network the run then acted with
+        self.choose_acting(actor)
         # The actor's phases go into checkpoints only once its envs are where they should
         # be: a checkpoint written on the way out of a realignment keeps the resumed ones.
         if self.resumed_from is None or not limit or phases is None:
@@ -257,7 +259,6 @@ class Run:
                 "uncounted; run.resume_phases)"
             )
         self.actor = actor
-        self.choose_acting()
 
     def env_phases(self) -> list[int] | None:
         """Each env's agent steps into its game, for a checkpoint: the actor's once it has
@@ -300,15 +301,16 @@ class Run:
             self.average.update(self.learner.net, self.frames)
         self.choose_acting()
 
-    def choose_acting(self) -> None:
-        """n-env mode's actor plays with the weights' average while the smoothed score is
-        at or above pqn.act_average_from (``pqn.act_with_average``), else with the weights
-        as they are."""
+    def choose_acting(self, actor: Actor | None = None) -> None:
+        """n-env mode's actor (``actor``, else the one started) plays with the weights'
+        average while the smoothed score is at or above pqn.act_average_from
+        (``pqn.act_with_average``), else with the weights as they are."""
         pqn, smoothed = self.preset.pqn, self.tracker.scores.smoothed
-        if self.actor is None or self.average is None or not pqn.act_with_average:
+        actor = actor or self.actor
+        if actor is None or self.average is None or not pqn.act_with_average:
             return
         average = smoothed is not None and smoothed >= pqn.act_average_from
-        self.actor.act_with(self.average.net if average else None)
+        actor.act_with(self.average.net if average else None)
 
     def start_average(self, checkpoint: Checkpoint | None) -> WeightAverage | None:
         """The average of the weights that evaluations play (``eval.average_steps``), or

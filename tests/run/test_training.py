@@ -938,9 +938,35 @@ def test_the_actor_plays_with_the_average_from_the_score_set_and_not_below(tmp_p
         run.lock.release()
 
 
+def test_a_resumed_run_brings_its_envs_back_with_the_network_it_acted_with(tmp_path):
+    # the envs of a run that stopped while acting with the average are spread (or brought
+    # back to their phases) by the average, as they were played
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = ["run.envs=1", "eval.average_steps=100", "pqn.act_with_average=true"]
+    overrides += ["pqn.act_average_from=5.0", "run.resume_spread=4", "run.mode='n-env'"]
+    run = Run(make_plan(load_preset("pong-fast", [*overrides, *AUTO_OFF])), tmp_path / "a")
+    happened: list[object] = []
+    actor = SimpleNamespace(
+        act_with=happened.append, spread=lambda most, epsilon: happened.append("spread")
+    )
+    try:
+        run.resumed_from, run.tracker.scores.smoothed = "checkpoint.pt", 12.0
+        run.start_actor(actor)
+        assert happened == [run.average.net, "spread"]
+    finally:
+        run.tracker.close()
+        run.lock.release()
+
+
 def test_acting_with_the_average_needs_one_and_the_n_env_actor():
     from atari_speed.core.config import load_preset
     from atari_speed.run.plan import make_plan
+
+    with pytest.raises(ConfigError, match="act_with_average = true with \\[dqn\\] algorithm"):
+        load_preset("pong-fast-dqn", ["pqn.act_with_average=true", "eval.average_steps=100"])
 
     with pytest.raises(ConfigError, match="average_steps = 0"):
         load_preset("pong-fast", ["pqn.act_with_average=true", "eval.average_steps=0"])
