@@ -71,10 +71,10 @@ def play_as_run(ckpt: object, net: torch.nn.Module, episodes: int) -> tuple[list
     seeded as ``Evaluation`` seeds them, at its preset's epsilon and eval.max_frames, or
     one game from every start (weighted as drawn) where it had eval.every_start."""
     ev = ckpt.preset.get("eval", {})
-    if ev.get("every_start", False):
-        played = play_every_start(ckpt.pipeline, ckpt.game, net, ev.get("max_frames", 0))
-        return played["scores"], played["mean"]
     seed = evaluation_seed(int(ckpt.preset["run"]["seed"]), ckpt.frames)
+    if ev.get("every_start", False):
+        played = play_every_start(ckpt.pipeline, ckpt.game, net, ev.get("max_frames", 0), seed)
+        return played["scores"], played["mean"]
     envs = evaluation_envs(ckpt.pipeline, ckpt.game, episodes, seed, ev.get("max_frames", 0))
     try:
         rng = np.random.default_rng(seed)

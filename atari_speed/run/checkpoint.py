@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -28,6 +29,9 @@ from atari_speed.core.errors import ConfigError, DiskFullError, disk_full_cause
 
 FORMAT = "atari-speed-checkpoint"
 VERSION = 1
+# before any file this process writes: a temp of this process's PID last written before
+# it is an earlier process's, which had the same PID (a restarted container's trainer)
+IMPORTED_AT = time.time()
 
 
 @dataclass(frozen=True)
@@ -162,13 +166,18 @@ def remove_stale_temps(path: Path) -> None:
     killed mid-write (SIGKILL, power loss) leaves its ``.<name>.tmp-<pid>``, as large as
     the file, which nothing else would ever remove. A live writer's file is kept. The
     name may be a pattern (``snapshots/*.pt``: files each written once, whose own next
-    write never comes)."""
+    write never comes). A temp of this process's own PID is an earlier process's where
+    it was last written before this one began."""
     for tmp in path.parent.glob(f".{path.name}.tmp-*"):
         pid = tmp.name.rsplit("-", 1)[1]
-        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+        if not pid.isdigit():
             continue
         with contextlib.suppress(OSError):
-            tmp.unlink()
+            if int(pid) == os.getpid():
+                if tmp.stat().st_mtime < IMPORTED_AT:
+                    tmp.unlink()
+            elif not _alive(int(pid)):
+                tmp.unlink()
 
 
 def _alive(pid: int) -> bool:

@@ -354,6 +354,22 @@ def test_a_live_writers_temp_is_kept(tmp_path):
     assert not live.exists()
 
 
+def test_an_earlier_process_s_temp_of_this_process_s_pid_is_cleared(tmp_path):
+    # a restarted container's trainer often has the PID of the one killed: a temp of its
+    # PID written before it began is that one's; one written since is its own
+    import os
+
+    from atari_speed.run.checkpoint import IMPORTED_AT, remove_stale_temps
+
+    old = tmp_path / f".100.pt.tmp-{os.getpid()}"
+    mine = tmp_path / f".200.pt.tmp-{os.getpid()}"
+    for f in (old, mine):
+        f.write_bytes(b"half")
+    os.utime(old, (IMPORTED_AT - 60, IMPORTED_AT - 60))
+    remove_stale_temps(tmp_path / "*.pt")
+    assert not old.exists() and mine.exists()
+
+
 def test_a_pattern_clears_the_dead_writers_temps_of_files_written_once(tmp_path):
     # snapshots/<agent step>.pt: each name is written once, so no later write of the same
     # name clears a killed writer's temp; the pattern does, and keeps the live one's
