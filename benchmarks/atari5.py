@@ -197,15 +197,15 @@ def dopamine_estimates() -> list[str]:
     return lines
 
 
-def at_10m(summary: dict) -> bool:
-    """Whether the run's emulator frames are Dopamine's 10M (within one rollout's worth)."""
-    return abs(summary.get("emulator_frames", 0) - 10_000_000) <= 100_000
+def at_10m(emulator_frames: int) -> bool:
+    """Whether a run's emulator frames are Dopamine's 10M (within one rollout's worth)."""
+    return abs(emulator_frames - 10_000_000) <= 100_000
 
 
 def warn_frames(run: Path, summary: dict) -> None:
     """A line on stderr where the run is not at Dopamine's 10M frames."""
     emulator_frames = summary.get("emulator_frames", 0)
-    if not at_10m(summary):
+    if not at_10m(emulator_frames):
         print(
             f"atari5.py: {run}: {emulator_frames:,} emulator frames, not 10M: its count"
             " against Dopamine's 10M-frame figures is not at equal frames",
@@ -422,9 +422,7 @@ def seeds_cell(result: GameSeeds) -> str:
     """The seeds of a row, each short of 10M emulator frames (a run still going on) with
     its frames: its score is not yet at Dopamine's frames."""
     return ", ".join(
-        str(seed)
-        if at_10m({"emulator_frames": frames})
-        else f"{seed} (at {frames / 1e6:.2f}M frames)"
+        str(seed) if at_10m(frames) else f"{seed} (at {frames / 1e6:.2f}M frames)"
         for (seed, _), frames in zip(result.runs, result.frames, strict=True)
     )
 
