@@ -174,9 +174,10 @@ def remove_stale_temps(path: Path) -> None:
             continue
         with contextlib.suppress(OSError):
             if int(pid) == os.getpid():
-                if tmp.stat().st_mtime < IMPORTED_AT:
-                    tmp.unlink()
-            elif not _alive(int(pid)):
+                stale = tmp.stat().st_mtime < IMPORTED_AT
+            else:
+                stale = not _alive(int(pid))
+            if stale:
                 tmp.unlink()
 
 
