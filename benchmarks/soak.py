@@ -30,7 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ROWS: dict[str, list[str]] = {
     "pong-fast, n-env": ["--preset", "pong-fast", "--mode", "n-env"],
-    "pong-fast, parallel": ["--preset", "pong-fast", "--mode", "parallel"],
+    "pong-fast, parallel": [
+        "--preset", "pong-fast", "--mode", "parallel",
+        # its actors see neither the score nor the average these follow
+        "--set", "explore.epsilon_at_stop=-1", "--set", "pqn.act_with_average=false",
+    ],
     "DQN parallel, 5k replay": [
         "--preset", "pong-parallel", "--set", "replay.initial=1000", "--set", "replay.size=5000",
     ],

@@ -583,14 +583,10 @@ def check_consistency(source: str, preset: Preset) -> None:
             "epsilon_at_stop: epsilon rises to the peak and falls to epsilon_at_stop; set it "
             "(e.g. to epsilon_final), or epsilon_peak = -1"
         )
+    if preset.run.mode == "parallel":
+        _check_parallel_actors(source, preset)
     if explore.epsilon_at_stop >= 0:
         _check_epsilon_rise_and_fall(source, explore)
-        if preset.run.mode == "parallel":
-            raise ConfigError(
-                f"{source}: [explore] epsilon_at_stop = {explore.epsilon_at_stop:g} with mode = "
-                "'parallel': its actors do not see the training score; use mode = 'n-env', or "
-                "epsilon_at_stop = -1"
-            )
         _check_score_fall(
             source,
             ("explore", "epsilon_at_stop", explore.epsilon_at_stop),
@@ -626,6 +622,24 @@ def check_consistency(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [run] envs = {preset.run.envs} with mode = 'baseline'; the book's "
             "baseline steps 1 env: use mode = 'n-env' for more"
+        )
+
+
+def _check_parallel_actors(source: str, preset: Preset) -> None:
+    """Parallel mode's actor processes see neither the training score nor the weights'
+    average: the fields that follow them are refused together, in one line that says how
+    to turn each off (pong-fast sets both)."""
+    follows = []
+    if preset.explore.epsilon_at_stop >= 0:
+        follows.append(("explore.epsilon_at_stop", f"{preset.explore.epsilon_at_stop:g}", "-1"))
+    if preset.pqn.act_with_average and preset.run.actors:
+        follows.append(("pqn.act_with_average", "true", "false"))
+    if follows:
+        named = " and ".join(f"{field} = {value}" for field, value, _ in follows)
+        off = " ".join(f"--set {field}={value}" for field, _, value in follows)
+        raise ConfigError(
+            f"{source}: [run] mode = 'parallel' with {named}: its actors see neither the "
+            f"training score nor the weights' average; use mode = 'n-env', or {off}"
         )
 
 

@@ -109,11 +109,6 @@ def make_plan(preset: Preset, choices: dict[str, Any] | None = None) -> Plan:
         )
     if run.mode == "parallel" and run.actors and run.engine == "ray":
         require_ray()  # before anything of the run is made
-    if run.mode == "parallel" and run.actors and preset.pqn.act_with_average:
-        raise ConfigError(
-            "pqn.act_with_average = true in parallel mode: its actors act with the weights "
-            "the learner sends them; use run.mode = 'n-env', or act_with_average = false"
-        )
     device = pick_device(run.device)
     # run.amp is deprecated (run.precision replaces it); true still asks bf16 of a CUDA GPU
     amp = run.amp and device.type == "cuda" and torch.cuda.is_bf16_supported()

@@ -73,7 +73,8 @@ def test_a_runs_epsilon_follows_its_smoothed_score():
 
     from atari_speed.run.session import Run
 
-    preset = load_preset("pong-fast", ["explore.epsilon_final=0.01", "explore.epsilon_at_stop=0.0"])
+    falls = ["explore.epsilon_at_stop=0.0", "explore.score_from=0.0"]
+    preset = load_preset("pong-fast", ["explore.epsilon_final=0.01", *falls])
 
     def run_at(smoothed):
         scores = SimpleNamespace(smoothed=smoothed)
@@ -89,7 +90,7 @@ def test_epsilon_falling_with_the_score_is_refused_where_it_cannot_be_followed()
 
     with pytest.raises(ConfigError, match=r"score_from = 18 is not below .* stop_reward = 18"):
         load_preset("pong-fast", ["explore.epsilon_at_stop=0.0", "explore.score_from=18.0"])
-    with pytest.raises(ConfigError, match=r"epsilon_at_stop = 0 with mode = 'parallel'"):
+    with pytest.raises(ConfigError, match=r"mode = 'parallel' with explore.epsilon_at_stop = 0"):
         load_preset("pong-fast", ["explore.epsilon_at_stop=0.0", "run.mode='parallel'"])
     with pytest.raises(ConfigError, match=r"epsilon_at_stop = 0.01 is above epsilon_final"):
         load_preset("pong-fast", ["explore.epsilon_at_stop=0.01"])  # pong-fast ends at 0.001

@@ -970,6 +970,15 @@ def test_acting_with_the_average_needs_one_and_the_n_env_actor():
 
     with pytest.raises(ConfigError, match="average_steps = 0"):
         load_preset("pong-fast", ["pqn.act_with_average=true", "eval.average_steps=0"])
-    parallel = ["run.mode='parallel'", "run.actors=1", "pqn.act_with_average=true"]
-    with pytest.raises(ConfigError, match="act_with_average = true in parallel mode"):
-        make_plan(load_preset("pong-fast", [*parallel, *AUTO_OFF]))
+    # parallel mode's actors see neither the score nor the average: every field that
+    # follows them is named in one line, with the --set that turns each off
+    parallel = ["run.mode='parallel'", "run.actors=1", "explore.epsilon_at_stop=-1"]
+    with pytest.raises(ConfigError, match=r"with pqn.act_with_average = true: .* or --set pqn"):
+        load_preset("pong-fast", [*parallel, "pqn.act_with_average=true"])
+    both = ["run.mode='parallel'", "run.actors=1", "pqn.act_with_average=true"]
+    both += ["explore.epsilon_at_stop=0.0"]
+    with pytest.raises(ConfigError, match=r"epsilon_at_stop = 0 and pqn\.act_with_average") as e:
+        load_preset("pong-fast", both)
+    off = str(e.value).split("or --set ")[1].split(" --set ")
+    assert off == ["explore.epsilon_at_stop=-1", "pqn.act_with_average=false"]
+    make_plan(load_preset("pong-fast", [*both, *off, *AUTO_OFF]))  # as the line says: runs
