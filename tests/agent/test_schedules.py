@@ -104,7 +104,7 @@ def test_epsilon_falling_with_the_score_is_refused_where_it_cannot_be_followed()
             "pong-fast", [*rise, "explore.epsilon_peak=0.01", "explore.epsilon_at_stop=0.02"]
         )
     with pytest.raises(ConfigError, match=r"epsilon_peak = 0.01 without epsilon_at_stop"):
-        load_preset("pong-fast", ["explore.epsilon_peak=0.01"])
+        load_preset("pong-fast", ["explore.epsilon_peak=0.01", "explore.epsilon_at_stop=-1"])
     with pytest.raises(ConfigError, match=r"stop_reward = inf: epsilon falls"):
         load_preset("atari-fast", ["explore.epsilon_at_stop=0.0"])
     with pytest.raises(ConfigError, match=r"lr_at_stop = 0.5 with \[run\] stop_reward = inf"):
