@@ -99,15 +99,13 @@ class Actor:
         if venv.stage_timer is not None:
             prof.split("env step", venv.stage_timer)
         self.obs, _ = venv.reset(seed=seed)
-        # envs whose game in progress must not be scored (begun in ``spread``)
+        # envs whose game in progress must not be scored (begun in ``spread`` or ``realign``)
         self.unscored = np.zeros(self.num_envs, dtype=bool)
         # each env's agent steps into its game in progress, for a checkpoint (``realign``)
         self.phases = np.zeros(self.num_envs, dtype=np.int64)
         # each env's score so far in its game, as the env said after its last step (kept
-        # here: the run's last checkpoint is written after the envs are closed), and what
-        # is added to it when the game ends (``realign``)
+        # here: the run's last checkpoint is written after the envs are closed)
         self.scores = np.zeros(self.num_envs)
-        self.score_offsets = np.zeros(self.num_envs)
 
     def act_with(self, net: nn.Module | None) -> None:
         """Act with ``net`` from the next step (None: the network given at the start). The
@@ -115,9 +113,9 @@ class Actor:
         self.net = self.own_net if net is None else net
 
     def game_scores(self) -> np.ndarray:
-        """Each env's score so far in its game in progress, as it will be scored: for a
-        checkpoint, beside ``phases``."""
-        return self.scores + self.score_offsets
+        """Each env's score so far in its game in progress: for a checkpoint, beside
+        ``phases``."""
+        return self.scores.copy()
 
     def spread(self, most: int, epsilon: float) -> None:
         """Env i plays a random number of random actions, 0 to ``most`` (drawn from the
@@ -134,31 +132,24 @@ class Actor:
             self.obs, *_, infos = self.venv.step(actions)
             self._after_step(infos)
         self.unscored[:] = True
-        self.score_offsets[:] = 0
 
     def realign(
         self,
         phases: np.ndarray,
         epsilon: float,
-        scores: np.ndarray | None = None,
         on_step: Callable[[], None] | None = None,
-    ) -> int:
+    ) -> None:
         """Bring env i, just reset, to ``phases[i]`` agent steps into a game of ``net``'s at
         ``epsilon``, as it was when a checkpoint was written (``run.resume_phases``): the
         envs play ``max(phases)`` steps, env i starting a new game (a partial reset) when
-        ``phases[i]`` remain. Nothing is written; a game that ends meanwhile is not scored,
-        but the games in progress afterwards are: they are the network's own, begun at the
-        points of their games the checkpoint's envs were at, so the rollouts that follow
-        come from games at those points, not all from games' openings.
-
-        With ``scores`` (each env's score so far when the checkpoint was written), the
-        game env i is then in is scored with ``scores[i]`` for its first ``phases[i]``
-        steps, not with what ``net`` scored in them: the network that resumes is the
-        stopped run's later one, and would otherwise be credited with the points of
-        games it did not begin. An env whose realigned game ended early (one shorter
-        than its phase), or whose score is NaN, is scored as it plays. Returns the number
-        of envs whose game is scored with the stopped run's points. ``on_step`` is called
-        after each of the ``max(phases)`` steps (a progress bar).
+        ``phases[i]`` remain. Nothing is written, so the rollouts that follow come from
+        games at the points the checkpoint's envs were at, not all from games' openings.
+        No game that ends meanwhile, nor any game then in progress, is scored: each is
+        the resumed network's untrained, uncounted play joined to what follows, not a
+        game of the run's. Adding the stopped run's points up to the phase to the rest
+        of the replayed game, as this once did, joined two different games and scored
+        Pong games beyond 21. ``on_step`` is called after each of the ``max(phases)``
+        steps (a progress bar).
 
         An env waiting for its game to begin plays NOOPs in the game it will leave, and
         only the envs in their game are run through the network: most of the steps are
@@ -182,15 +173,8 @@ class Actor:
                 self._after_step(infos)  # a game shorter than its phase: the next one's
                 if on_step is not None:
                     on_step()
-        self.unscored[:] = False
+        self.unscored[:] = True
         self.scores[:] = self.venv.game_scores()  # the envs reset last begin at 0
-        self.score_offsets[:] = 0
-        if scores is not None:
-            scores = np.asarray(scores, dtype=np.float64)
-            aligned = (self.phases == phases) & np.isfinite(scores)
-            self.score_offsets[aligned] = (scores - self.scores)[aligned]
-            return int(aligned.sum())
-        return 0
 
     def _after_step(self, infos: dict[str, Any]) -> None:
         """One step more into each env's game (none into a game that just began), and
@@ -221,15 +205,10 @@ class Actor:
             )
         self._after_step(infos)
         games = finished_games(infos)
-        if games and (self.unscored.any() or self.score_offsets.any()):
+        if games and self.unscored.any():
             ended = np.flatnonzero(infos["_episode"])
-            games = [
-                Game(float(game.score + self.score_offsets[i]), game.length)
-                for game, i in zip(games, ended, strict=True)
-                if not self.unscored[i]
-            ]
+            games = [game for game, i in zip(games, ended, strict=True) if not self.unscored[i]]
             self.unscored[ended] = False
-            self.score_offsets[ended] = 0
         return games
 
     def worker_profiles(self) -> dict[str, dict[str, Any]]:

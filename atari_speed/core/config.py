@@ -137,11 +137,9 @@ class RunConfig:
         "rollouts all come from games' openings, played move for move on every env that drew "
         "the same no-op start where the game is deterministic (Pong without sticky actions); "
         "PQN, which learns only from what its envs play now, would train on those copies. "
-        "The game each env is then in is scored with the stopped run's points up to that "
-        "point (the checkpoint holds them too), not with what the resumed network scored "
-        "replaying them; not where the replayed game ended early, the phase was cut to "
-        "this limit, or the checkpoint holds no scores. Checkpoints without phases, and "
-        "parallel mode, fall back to resume_spread",
+        "The games then in progress are not scored: each joins the replay to what follows "
+        "and is no game of the run's. Checkpoints without phases, and parallel mode, fall "
+        "back to resume_spread",
         10_000,
         low=0,
     )

@@ -54,7 +54,8 @@ class Checkpoint:
     average: dict[str, Any] | None = None  # eval.average_steps' averaged weights: to resume
     # n-env mode: each env's agent steps into its game in progress (run.resume_phases)
     env_phases: list[int] | None = None
-    # and each env's unclipped score so far in that game
+    # and each env's unclipped score so far in that game (a record: a resume scores no
+    # game in flight, see Actor.realign)
     env_scores: list[float] | None = None
 
     @property

@@ -237,24 +237,18 @@ class Run:
             )
             self.spread_after_resume(actor)
         else:
-            started, full = time.perf_counter(), np.asarray(phases)
-            phases = np.minimum(full, limit)
-            # a phase cut to the limit is not the point the saved score was at
-            scores = self.saved_scores
-            if scores is not None:
-                scores = np.where(full <= limit, np.asarray(scores, dtype=np.float64), np.nan)
+            started, phases = time.perf_counter(), np.minimum(np.asarray(phases), limit)
             print(
                 f"--resume: bringing each of {len(phases)} envs back to the point of a game "
                 f"it was at: {phases.max():,} steps of each env (run.resume_phases)",
                 flush=True,
             )
             with tqdm(total=int(phases.max()), unit="step", disable=None, leave=False) as bar:
-                scored = actor.realign(phases, self.epsilon, scores, on_step=bar.update)
-            kept = f", the stopped run's points kept on {scored} of {len(phases)}"
-            kept = "" if scores is None else kept
+                actor.realign(phases, self.epsilon, on_step=bar.update)
             print(
                 f"--resume: each env brought back to the point of a game it was at "
-                f"({phases.min():,} to {phases.max():,} agent steps in{kept}; "
+                f"({phases.min():,} to {phases.max():,} agent steps in, the games then in "
+                "progress not scored; "
                 f"{time.perf_counter() - started:.0f} s of the run's clock, untrained and "
                 "uncounted; run.resume_phases)"
             )

@@ -275,8 +275,8 @@ def test_the_actor_counts_each_envs_steps_into_its_game_and_realign_restores_the
         [True, False],
     ]
     assert venv.t.tolist() == [2, 3] and actor.phases.tolist() == [2, 3]
-    # the game in progress is the network's own and is scored when it ends, next step
-    assert actor.step(epsilon=0.0) == [Game(5.0, 4)]
+    # the game in progress joins the replay to what follows: it ends next step, unscored
+    assert actor.step(epsilon=0.0) == []
     assert actor.phases.tolist() == [3, 0]
     # a phase longer than env 1's 4-step game: that game ends during the realignment, and
     # env 1 is then 2 steps into the next one
@@ -284,29 +284,20 @@ def test_the_actor_counts_each_envs_steps_into_its_game_and_realign_restores_the
     assert venv.t.tolist() == [2, 2] and actor.phases.tolist() == [2, 2]
 
 
-def test_realign_scores_the_game_it_restores_with_the_stopped_runs_points():
+def test_realign_scores_no_game_in_flight_only_the_games_after_it():
     actor, venv, _ = scripted_actor()
     for _ in range(6):
         actor.step(epsilon=0.0)
     assert actor.phases.tolist() == [6, 2] and actor.game_scores().tolist() == [0.0, 2.0]
-    # the stopped run's env 1 stood at -7 two steps into its game; the realigned game
-    # stands at 2 there, and ends 5: it is scored -7 + (5 - 2)
-    venv.reset()
-    assert actor.realign(np.array([6, 2]), epsilon=0.0, scores=np.array([0.0, -7.0])) == 2
-    assert actor.game_scores().tolist() == [0.0, -7.0]
-    assert actor.step(epsilon=0.0) == []
-    assert actor.game_scores().tolist() == [0.0, -6.0]  # what a checkpoint would keep
-    games = actor.step(epsilon=0.0)
-    assert games == [Game(-4.0, 4)] and type(games[0].score) is float  # checkpoints pickle it
-    # the games after it are the network's own, scored as they are
-    assert [g for _ in range(4) for g in actor.step(epsilon=0.0)] == [Game(5.0, 4)]
-    # a NaN score, or a game that ended within its phase (6 steps of a 4-step game),
-    # leaves the game scored as it plays
-    for scores, phases in (([0.0, np.nan], [0, 2]), ([0.0, -7.0], [0, 6])):
+    # env 1, brought back two steps into a game, ends it two steps later: unscored, as a
+    # game that ends within its phase (6 steps of a 4-step game) is
+    for phases in ([6, 2], [0, 6]):
         venv.reset()
-        assert actor.realign(np.array(phases), epsilon=0.0, scores=np.array(scores)) == 1
-        assert actor.game_scores().tolist() == [0.0, 2.0]
-        assert [g for _ in range(2) for g in actor.step(epsilon=0.0)] == [Game(5.0, 4)]
+        actor.realign(np.array(phases), epsilon=0.0)
+        assert actor.game_scores().tolist() == [0.0, 2.0]  # what a checkpoint would keep
+        assert [g for _ in range(2) for g in actor.step(epsilon=0.0)] == []
+        # the games after it are the network's own, scored as they are
+        assert [g for _ in range(4) for g in actor.step(epsilon=0.0)] == [Game(5.0, 4)]
 
 
 def test_a_spread_counts_the_steps_it_plays_into_each_envs_game():

@@ -60,7 +60,7 @@ def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
     # the restarted envs were first brought back to where their games were (not counted
     # as agent steps), and it said so
     assert "brought back to the point of a game" in out.stdout
-    assert "the stopped run's points kept on 4 of 4" in out.stdout
+    assert "the games then in progress not scored" in out.stdout
     assert "run.resume_phases" in out.stdout
     data = load_checkpoint(tmp_path / "checkpoint.pt")
     assert data.frames == 1536 and data.learner["updates"] == 64 + 8 * 4
@@ -160,12 +160,12 @@ def test_pqn_in_parallel_mode_trains_on_the_actors_rollouts(tmp_path):
     assert {"env step", "action selection", "wait for the learner"} <= stages["actor 1"]
 
 
-def test_a_resume_past_the_phase_limit_scores_the_replayed_games_as_played(pqn_run, tmp_path):
-    # phases of 256 cut to 100: the saved scores are not those of the points replayed
+def test_a_resume_past_the_phase_limit_brings_the_envs_back_to_the_limit(pqn_run, tmp_path):
+    # phases of 256 cut to 100
     args = ["--frames", "1280", "--run-dir", str(tmp_path), "--set", "run.resume_phases=100"]
     out = train_here(*TINY, *args, "--resume", str(pqn_run / "checkpoint.pt"))
     assert out.returncode == 0, out.stderr
-    assert "100 to 100 agent steps in, the stopped run's points kept on 0 of 4" in out.stdout
+    assert "(100 to 100 agent steps in, the games then in progress not scored" in out.stdout
 
 
 def test_the_subprocess_backend_checkpoints_each_envs_score_on_the_way_out(tmp_path):
