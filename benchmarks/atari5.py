@@ -448,6 +448,33 @@ def stale_lines(results: list[GameSeeds]) -> list[str]:
     return lines
 
 
+def resume_lines(results: list[GameSeeds]) -> list[str]:
+    """A line for each seed resumed from a checkpoint: how many of its last 100 training
+    games are among the first ``run.envs`` to end after a resume, one of which per env
+    was in flight at it. A resume scores none of those (``Actor.realign``); runs resumed
+    by a version that scored them, joined to the stopped run's game, are in the record
+    too, so the count says whether the score can hold one."""
+    lines = []
+    for r in results:
+        for seed, run in r.runs:
+            summary = json.loads((run / "summary.json").read_text())
+            resumes = summary.get("resumed_at_steps") or []
+            if not resumes:
+                continue
+            ended, envs = read_scores(run)[:, 1].tolist(), int(summary["envs"])
+            after = set()
+            for at in resumes:
+                first = bisect.bisect_right(ended, at)
+                after.update(range(first, min(first + envs, len(ended))))
+            held = len(after & set(range(max(0, len(ended) - 100), len(ended))))
+            where = ", ".join(f"{at:,}" for at in resumes)
+            lines.append(
+                f"{r.game} seed {seed}: resumed at agent steps {where}; {held} of its last 100"
+                f" training games are among the first {envs} (one an env) that ended after a resume"
+            )
+    return lines
+
+
 def seed_estimates(results: list[GameSeeds]) -> list[str]:
     """The Atari-5 estimate from the seed means, training and greedy, where all five
     games have them."""
@@ -500,6 +527,7 @@ def report_seeds(
         "",
         seed_counts(results),
         *stale_lines(results),
+        *resume_lines(results),
     ]
     text = "\n".join(lines) + "\n"
     write_text_atomic(out / "atari5.md", text)

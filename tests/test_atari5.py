@@ -483,3 +483,22 @@ def test_a_seed_without_best_pt_to_play_is_not_recorded(
         capsys.readouterr().err
     )
     assert not record.exists() or not any(record.rglob("*.json"))
+
+
+def test_a_resumed_seed_says_how_many_of_its_last_100_games_followed_a_resume(tmp_path, capsys):
+    # 300 games evenly over the run; resumed where 250 had ended: games 251-254 (the first
+    # four, one an env, after it) are among the last 100; at 0.5M, none of them are
+    out = tmp_path / "out"
+    for seed, resumes in ((0, [2_083_333]), (1, [500_000]), (2, [])):
+        run = fake_seed(out, "breakout", seed, [30.0] * 300)
+        summary = json.loads((run / "summary.json").read_text())
+        summary["resumed_at_steps"], summary["envs"] = resumes, 4
+        (run / "summary.json").write_text(json.dumps(summary))
+    assert atari5.main(["--report-only", "--out", str(out)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "resumed at" in line]
+    assert lines == [
+        "breakout seed 0: resumed at agent steps 2,083,333; 4 of its last 100 training games"
+        " are among the first 4 (one an env) that ended after a resume",
+        "breakout seed 1: resumed at agent steps 500,000; 0 of its last 100 training games"
+        " are among the first 4 (one an env) that ended after a resume",
+    ]

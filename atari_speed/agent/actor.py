@@ -103,19 +103,11 @@ class Actor:
         self.unscored = np.zeros(self.num_envs, dtype=bool)
         # each env's agent steps into its game in progress, for a checkpoint (``realign``)
         self.phases = np.zeros(self.num_envs, dtype=np.int64)
-        # each env's score so far in its game, as the env said after its last step (kept
-        # here: the run's last checkpoint is written after the envs are closed)
-        self.scores = np.zeros(self.num_envs)
 
     def act_with(self, net: nn.Module | None) -> None:
         """Act with ``net`` from the next step (None: the network given at the start). The
         values it computes are then not written to the sink: they are not the learner's."""
         self.net = self.own_net if net is None else net
-
-    def game_scores(self) -> np.ndarray:
-        """Each env's score so far in its game in progress: for a checkpoint, beside
-        ``phases``."""
-        return self.scores.copy()
 
     def spread(self, most: int, epsilon: float) -> None:
         """Env i plays a random number of random actions, 0 to ``most`` (drawn from the
@@ -174,15 +166,12 @@ class Actor:
                 if on_step is not None:
                     on_step()
         self.unscored[:] = True
-        self.scores[:] = self.venv.game_scores()  # the envs reset last begin at 0
 
     def _after_step(self, infos: dict[str, Any]) -> None:
-        """One step more into each env's game (none into a game that just began), and
-        each env's score so far."""
+        """One step more into each env's game (none into a game that just began)."""
         self.phases += 1
         if "_episode" in infos:
             self.phases[infos["_episode"]] = 0
-        self.scores[:] = self.venv.game_scores()
 
     def step(self, epsilon: float, sink: Sink | None = None) -> list[Game]:
         """One step of every env, written into ``sink`` (default: the actor's own; parallel

@@ -156,11 +156,6 @@ class VectorEnv(gym.vector.VectorEnv):
         self.observation_space = gym.vector.utils.batch_space(obs_space, num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
 
-    def game_scores(self) -> np.ndarray:
-        """Each env's unclipped score so far in its game in progress (0 where one just
-        began): what a checkpoint keeps for ``Actor.realign``."""
-        return np.where(self.buf.game_over, 0.0, self.buf.game_reward)
-
     def _infos(self, buf: StepBuffers) -> dict[str, Any]:
         ended = buf.terminated | buf.truncated
         infos: dict[str, Any] = {}

@@ -54,9 +54,6 @@ class Checkpoint:
     average: dict[str, Any] | None = None  # eval.average_steps' averaged weights: to resume
     # n-env mode: each env's agent steps into its game in progress (run.resume_phases)
     env_phases: list[int] | None = None
-    # and each env's unclipped score so far in that game (a record: a resume scores no
-    # game in flight, see Actor.realign)
-    env_scores: list[float] | None = None
 
     @property
     def resumable(self) -> bool:
@@ -192,6 +189,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# Keys older checkpoints of this version may hold and this app no longer reads: each
+# env's score so far in its game (a resume scores no game then in flight, Actor.realign).
+RETIRED = ("env_scores",)
+
+
 def save_checkpoint(checkpoint: Checkpoint, path: Path) -> None:
     save_atomic(checkpoint.to_dict(), path)
 
@@ -218,7 +220,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         sound = False
     if not sound:
         raise ConfigError(f"{path}: damaged checkpoint (its contents do not match its digest)")
-    fields = {k: v for k, v in data.items() if k not in ("format", "version", "digest")}
+    fields = {k: v for k, v in data.items() if k not in ("format", "version", "digest", *RETIRED)}
     try:
         return Checkpoint(**fields)
     except TypeError as err:  # a key missing or unknown: a damaged or foreign file

@@ -86,11 +86,10 @@ class Run:
             )
             self.restored = 0  # transitions restored into this run's replay
             self.replay: FrameReplay | None = None  # kept on the way out (see keep_replay)
-            # n-env mode's actor, whose envs' phases and scores checkpoints keep
-            # (``start_actor``), and those of the checkpoint resumed
+            # n-env mode's actor, whose envs' phases checkpoints keep (``start_actor``),
+            # and those of the checkpoint resumed
             self.actor: Actor | None = None
             self.saved_phases: list[int] | None = None
-            self.saved_scores: list[float] | None = None
             if checkpoint is not None:
                 self.resume(checkpoint)
             self.average = self.start_average(checkpoint)
@@ -258,10 +257,6 @@ class Run:
         """Each env's agent steps into its game, for a checkpoint: the actor's once it has
         started (``start_actor``), else those of the checkpoint resumed (or None)."""
         return self.actor.phases.tolist() if self.actor is not None else self.saved_phases
-
-    def env_scores(self) -> list[float] | None:
-        """Each env's score so far in its game, for a checkpoint, as ``env_phases``."""
-        return self.actor.game_scores().tolist() if self.actor is not None else self.saved_scores
 
     def spread_after_resume(self, actor: Actor | None = None) -> None:
         """After --resume, the envs, all just reset, first play apart (``run.resume_spread``):
@@ -468,7 +463,6 @@ class Run:
             else None,
             average=self.average.state_dict() if resumable and self.average is not None else None,
             env_phases=self.env_phases() if resumable else None,
-            env_scores=self.env_scores() if resumable else None,
         )
         save_checkpoint(checkpoint, self.run_dir / name)
 
@@ -509,4 +503,4 @@ class Run:
         self.tracker.restore(checkpoint.stats, int(checkpoint.frames), own_logs=own_logs)
         self.rng.bit_generator.state = checkpoint.rng["numpy"]
         torch.set_rng_state(checkpoint.rng["torch"])
-        self.saved_phases, self.saved_scores = checkpoint.env_phases, checkpoint.env_scores
+        self.saved_phases = checkpoint.env_phases

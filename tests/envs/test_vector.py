@@ -307,33 +307,3 @@ def test_a_partial_reset_restarts_only_the_envs_in_its_mask(backend):
     finally:
         env.close()
         fresh.close()
-
-
-@pytest.mark.parametrize("backend", ["sync", "subprocess", "ale"])
-def test_game_scores_are_each_games_unclipped_score_so_far(backend):
-    pipeline = "maxpool84" if backend == "ale" else "book"
-    options = {} if backend == "ale" else {"seed": 0, "num_workers": 2}
-    env = make_vector_env(pipeline, "space_invaders", 2, backend=backend, **options)
-    rng = np.random.default_rng(1)
-    try:
-        env.reset(seed=3)
-        assert env.game_scores().tolist() == [0.0, 0.0]
-        before, ended, raised = env.game_scores().copy(), 0, False
-        for _ in range(600):
-            _, reward, *_, info = env.step(rng.integers(0, 4, 2))
-            now = env.game_scores()
-            over = info.get("_episode", np.zeros(2, bool))
-            final = np.where(over, info["episode"]["r"] if over.any() else 0.0, now)
-            # the score moves by the step's points, unclipped (an invader: 5 to 30)
-            assert np.array_equal(np.sign(final - before), reward)
-            raised |= bool(((final - before) > 1).any())
-            assert (now[over] == 0).all()  # a game that ended: the next one begins at 0
-            ended += int(over.sum())
-            before = now.copy()
-        assert ended > 0 and raised and before.any()
-        env.reset(options={"reset_mask": np.array([before[0] > 0, before[0] == 0])})
-        restarted = np.array([before[0] > 0, before[0] == 0])
-        assert (env.game_scores()[restarted] == 0).all()
-        assert np.array_equal(env.game_scores()[~restarted], before[~restarted])
-    finally:
-        env.close()

@@ -392,3 +392,11 @@ def test_a_pattern_clears_the_dead_writers_temps_of_files_written_once(tmp_path)
     finally:
         live.kill()
         live.wait(timeout=30)
+
+
+def test_a_checkpoint_with_a_retired_key_still_loads(tmp_path):
+    # checkpoints once kept each env's score so far in its game; a resume no longer reads it
+    net = DQN((4, 84, 84), 6, network="nips")
+    torch.save(old_format(net, env_phases=[3, 0], env_scores=[1.0, 0.0]), tmp_path / "c.pt")
+    checkpoint = load_checkpoint(tmp_path / "c.pt")
+    assert checkpoint.env_phases == [3, 0] and not hasattr(checkpoint, "env_scores")
