@@ -428,6 +428,14 @@ class EvalConfig:
         0,
         low=0,
     )
+    average_from: float = doc(
+        "with eval.average_steps, the smoothed training score from which evaluations play "
+        "the average; below it they play the weights as they are (-1000: the average from "
+        "the start). Set with pqn.act_with_average, the same score as pqn.act_average_from "
+        "makes evaluations judge the policy that plays the training games: while the "
+        "weights move fast, an average of them can lag into play that none of them plays",
+        -1000.0,
+    )
     snapshots: bool = doc(
         "keep the weights each evaluation was given, as they are, in the run directory's "
         "snapshots/<agent step>.pt, and with eval.average_steps their average beside them "

@@ -291,9 +291,9 @@ def play_every_start(
 class Evaluation:
     """Plays ``eval.episodes`` games (or one from every start: ``eval.every_start``) with
     a snapshot of ``weights`` (a network's state dict: the online network's, or their
-    average) in a background thread, so the loop (and in parallel mode, the learner) never
-    waits for it. ``frames``, ``seconds`` and ``run_cpu_seconds`` (the run's CPU time) say
-    when the snapshot was taken: the score is of the weights then."""
+    average: ``average``) in a background thread, so the loop (and in parallel mode, the
+    learner) never waits for it. ``frames``, ``seconds`` and ``run_cpu_seconds`` (the
+    run's CPU time) say when the snapshot was taken: the score is of the weights then."""
 
     def __init__(
         self,
@@ -302,9 +302,11 @@ class Evaluation:
         frames: int,
         seconds: float = 0.0,
         run_cpu_seconds: float | None = None,
+        average: bool = False,
     ) -> None:
         ev = plan.preset.eval
         self.frames, self.seconds, self.run_cpu_seconds = frames, seconds, run_cpu_seconds
+        self.average = average  # whether ``weights`` are an average (eval.average_steps)
         self.net_state = {k: v.detach().clone() for k, v in weights.items()}
         snapshot = build_network(plan.preset.dqn, plan.obs_shape, plan.actions).to(plan.device)
         snapshot.load_state_dict(self.net_state)

@@ -370,8 +370,19 @@ class Run:
         if self.evaluation is not None and self.evaluation.finished():
             self._record_evaluation()
 
+    def evaluates_average(self) -> bool:
+        """Whether an evaluation now plays the weights' average (``eval.average_steps``)
+        rather than the weights as they are: from a smoothed training score of
+        ``eval.average_from`` on."""
+        if self.average is None:
+            return False
+        least, smoothed = self.preset.eval.average_from, self.tracker.scores.smoothed
+        return least <= -1000 or (smoothed is not None and smoothed >= least)
+
     def _start_evaluation(self) -> None:
-        weights = self.learner.net.state_dict() if self.average is None else self.average.weights
+        average = self.evaluates_average()
+        assert self.average is not None or not average
+        weights = self.average.weights if average else self.learner.net.state_dict()
         if self.preset.eval.snapshots:
             (self.run_dir / "snapshots").mkdir(exist_ok=True)
             remove_stale_temps(self.run_dir / "snapshots" / "*.pt")
@@ -383,7 +394,12 @@ class Run:
                     net_state=self.average.weights,
                 )
         self.evaluation = Evaluation(
-            self.plan, weights, self.frames, self.tracker.seconds, self.tracker.cpu_seconds
+            self.plan,
+            weights,
+            self.frames,
+            self.tracker.seconds,
+            self.tracker.cpu_seconds,
+            average=average,
         )
 
     def _record_evaluation(self, final: bool = False) -> None:
@@ -397,6 +413,7 @@ class Run:
             evaluation.scores,
             evaluation.run_cpu_seconds,
             final=final,
+            average=evaluation.average,
         )
         if best:
             self.checkpoint("best.pt", weights_only=True, net_state=evaluation.net_state)
@@ -425,7 +442,7 @@ class Run:
         games = f"{ev.episodes} game{'s' * (ev.episodes != 1)}"
         if ev.every_start:
             games = "a game from every start"
-        weights = "the weights" if self.average is None else "the weights' average"
+        weights = "the weights' average" if self.evaluation.average else "the weights"
         self.tracker.say(f"final evaluation: {games} of {weights} at agent step {self.frames:,}")
         self.evaluation.wait()
         self._record_evaluation(final=True)

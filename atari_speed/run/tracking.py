@@ -323,12 +323,14 @@ class Tracker:
         games: Sequence[float] = (),
         run_cpu_seconds: float | None = None,
         final: bool = False,
+        average: bool = False,
     ) -> bool:
         """Record the mean score of an evaluation of the weights at agent step ``steps``
         (and ``seconds``), with each game's score (a low mean can be one lost game or
         all of them), what its games cost (``cpu_seconds``) and the run's CPU time when
-        it began (``run_cpu_seconds``); ``final``: ``eval.at_end``'s, after the run ended.
-        True if it is the best so far."""
+        it began (``run_cpu_seconds``); ``final``: ``eval.at_end``'s, after the run ended;
+        ``average``: it played the weights' average (``eval.average_steps``). True if it
+        is the best so far."""
         record = self.record
         record.eval_reward = reward
         entry = {
@@ -338,6 +340,7 @@ class Tracker:
             "cpu_seconds": round(cpu_seconds, 2),
             "run_cpu_seconds": None if run_cpu_seconds is None else round(run_cpu_seconds, 2),
             "games": [float(g) for g in games],
+            "average": average,
         }
         if final:
             entry["final"] = True

@@ -17,6 +17,7 @@ import pytest
 from atari_speed.agent.networks import DQN
 from atari_speed.app import seeds as seeds_module
 from atari_speed.app.seeds import (
+    STARTS_FILE,
     finished,
     lane_cores,
     lock_log,
@@ -230,6 +231,13 @@ def test_score_starts_plays_the_average_where_the_run_kept_one(tmp_path, monkeyp
     score_starts(run_dir)
     assert len(played) == 1 and torch.equal(played[0], average.state_dict()["head.2.bias"])
     assert not torch.equal(played[0], weights.state_dict()["head.2.bias"])
+    # a run whose last evaluation played the weights (below eval.average_from): so do these
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["evaluations"] = [{"steps": 1_000, "reward": 0.0, "average": False, "final": True}]
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    (run_dir / STARTS_FILE).unlink()
+    score_starts(run_dir)
+    assert len(played) == 2 and torch.equal(played[1], weights.state_dict()["head.2.bias"])
 
 
 def test_resumed_runs_are_named_under_the_table_with_where_they_were_resumed(tmp_path):

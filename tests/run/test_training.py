@@ -913,6 +913,58 @@ def test_evaluations_play_the_average_of_the_weights_and_a_resume_keeps_it(tmp_p
         again.lock.release()
 
 
+def test_evaluations_play_the_weights_below_eval_average_from_and_the_average_from_it(tmp_path):
+    # eval.average_from: below the smoothed score set, an evaluation copies the weights
+    # as they are; from it, their average; each evaluation's entry says which it played
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = [
+        "run.envs=1", "eval.every=10", "eval.episodes=1", "eval.from_reward=-1000",
+        "eval.average_steps=100", "eval.average_from=5.0", "eval.max_frames=200",
+    ]  # fmt: skip
+    run = Run(make_plan(load_preset("pong-nenv", overrides)), tmp_path / "a")
+
+    def update(*_: object) -> None:  # an "update": every weight up by 1
+        with torch.no_grad():
+            for p in run.learner.net.parameters():
+                p.add_(1.0)
+
+    run.learner.learn = update
+    try:
+        run.tracker.advance(100)
+        run.learn(None)
+        played = []
+        for smoothed in (None, 4.9, 5.0, 12.0, 4.0):
+            run.tracker.scores.smoothed = smoothed
+            run._start_evaluation()
+            evaluation = run.evaluation
+            assert evaluation is not None
+            average = evaluation.average
+            want = run.average.weights if average else run.learner.net.state_dict()
+            for key, value in evaluation.net_state.items():
+                assert torch.equal(value, want[key]), key
+            evaluation.wait()
+            run._record_evaluation()
+            played.append(average)
+        assert played == [False, False, True, True, False]
+        entries = run.tracker.record.evaluations
+        assert [e["average"] for e in entries] == played
+    finally:
+        run.tracker.close()
+        run.lock.release()
+    # the default, -1000: the average from the start, as before the field
+    plan = make_plan(load_preset("pong-nenv", overrides[:-2]))
+    again = Run(plan, tmp_path / "b")
+    try:
+        again.tracker.scores.smoothed = None
+        assert again.evaluates_average()
+    finally:
+        again.tracker.close()
+        again.lock.release()
+
+
 def test_the_actor_plays_with_the_average_from_the_score_set_and_not_below(tmp_path):
     # pqn.act_with_average: from a smoothed score of pqn.act_average_from the actor acts
     # with the average's network, and with the weights as they are again if it slips back
