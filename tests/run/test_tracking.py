@@ -211,6 +211,7 @@ def test_a_resume_keeps_everything_the_summary_tells_of_the_runs_past(tmp_path):
         "cpu_seconds": 5.0,
         "run_cpu_seconds": round(began, 2),
         "games": [-21.0, -20.6],
+        "average": False,
     }
     assert after["last_reward"] == 21.0 and after["eval_reward"] == -20.45
     assert after["choices"] == {"why": ["auto: 8 envs"], "actor_pids": [7]}
