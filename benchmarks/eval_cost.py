@@ -117,7 +117,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     ckpt = load_checkpoint(args.checkpoint)
-    # as run: the weights its evaluations played (their average where it kept one)
+    # as run: the weights its evaluations would play here (Checkpoint.policy)
     net = ckpt.policy(torch.device("cpu"), evaluated=args.as_run)
     budget = args.cores * args.every / args.fps
     max_frames = ckpt.preset.get("eval", {}).get("max_frames", 0)

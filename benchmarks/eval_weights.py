@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from atari_speed.agent.averaging import plays_average
 from atari_speed.core.errors import ConfigError
 from atari_speed.run.tracking import summary_steps
 
@@ -98,7 +99,7 @@ def rules(run_dir: Path, average_from: float) -> dict[str, Any]:
     raw = [(s, means[f"{s}.pt"]) for s in steps]
     average = [(s, means[f"{s}-average.pt"]) for s in steps]
     switched = [
-        (s, means[f"{s}-average.pt" if m is not None and m >= average_from else f"{s}.pt"])
+        (s, means[f"{s}-average.pt" if plays_average(average_from, m) else f"{s}.pt"])
         for s, m in zip(steps, smoothed, strict=True)
     ]
     solved_at = summary_steps(summary, "solved_at_steps") if summary.get("solved") else None
@@ -151,8 +152,8 @@ def main() -> None:
             for s, m, r, a in result["points"]
         )
         detail.append(f"- {run_dir}: {points}")
-    head = "first greedy 18 | lowest after | to the book's 18"
-    print(f"| run | book's 18 (agent steps) | weights: {head} | average: {head} | "
+    head = "first greedy solve | lowest after | to the training score's solve"
+    print(f"| run | training score's solve (agent steps) | weights: {head} | average: {head} | "
           f"average from {args.average_from:g}: {head} |")  # fmt: skip
     print("|---|---:|" + "---:|" * 9)
     print("\n".join(rows))

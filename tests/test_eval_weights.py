@@ -49,8 +49,11 @@ def test_each_rule_reads_its_own_weights_and_the_switch_follows_the_smoothed_sco
     assert result["average"] == {"first": 500, "low": 19.0, "gap": 500}
     # the switch: the weights at 400 and 500 (below 15), the average at 600 and 1,000
     assert result["switched"] == {"first": 400, "low": 19.0, "gap": 600}
-    # from -1000 the switch is the average throughout
+    # from -1000 the switch is the average throughout, before any game has ended too
     assert eval_weights.rules(run, average_from=-1000.0)["switched"] == result["average"]
+    early = fake_run(tmp_path / "s1", {400: (19.0, 10.0), 1_000: (19.0, 20.0)}, {500: 2.0})
+    assert eval_weights.rules(early, average_from=-1000.0)["switched"]["first"] is None
+    assert eval_weights.rules(early, average_from=15.0)["switched"]["first"] == 400
 
 
 def test_a_final_evaluation_is_no_greedy_solve_and_a_run_without_snapshots_is_named(tmp_path):

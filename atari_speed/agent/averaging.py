@@ -3,8 +3,9 @@
 PQN's weights move with every update, and a greedy policy read off them at one instant
 can play 20 in one evaluation and 12 in the next (docs/pong-fast.md). The average over
 the last few tens of thousands of agent steps is a smoother policy to judge and to keep.
-Training acts and learns with the weights as they are; only what is evaluated and saved
-as best.pt is averaged (``eval.average_steps``).
+Training learns with the weights as they are (and acts with them, unless
+``pqn.act_with_average``); evaluations, and so best.pt, play the average from a smoothed
+training score of ``eval.average_from`` on (``eval.average_steps``; ``plays_average``).
 
 The time constant is in agent steps, not updates, so one value means the same in every
 mode and at every update-to-data ratio: after ``elapsed`` agent steps the weights that
@@ -18,6 +19,14 @@ import math
 from typing import Any
 
 import torch
+
+
+def plays_average(average_from: float, smoothed: float | None) -> bool:
+    """Whether an evaluation plays the weights' average rather than the weights as they
+    are, at a smoothed training score of ``smoothed`` (None: no game has ended):
+    ``eval.average_from``, where -1000 means always. The one rule of the run's evaluations
+    and of everything that plays a checkpoint as they would."""
+    return average_from <= -1000 or (smoothed is not None and smoothed >= average_from)
 
 
 class WeightAverage:

@@ -713,7 +713,7 @@ def score(run_dir: Path, episodes: int) -> float | None:
 
 def score_starts(run_dir: Path) -> dict[str, Any] | None:
     """Play best.pt and the final weights (checkpoint.pt; their moving average where the
-    run's last evaluation played it, ``eval.average_steps``) greedily from every
+    run's evaluations would play it there, ``Checkpoint.policy``) greedily from every
     start (``play_every_start``), each game cut at the run's eval.max_frames, once: saved
     as starts.json beside them. None where the run has neither file, or its pipeline has
     no NoopReset (said in a line)."""
@@ -727,16 +727,13 @@ def score_starts(run_dir: Path) -> dict[str, Any] | None:
 
     summary = json.loads((run_dir / "summary.json").read_text())
     max_frames = summary["preset"].get("eval", {}).get("max_frames", 0)
-    # a record from before eval.average_from says nothing: it played the average if any
-    last = (summary.get("evaluations") or [{}])[-1]
-    average = last.get("average", True)
     result: dict[str, Any] = {}
     for name, file in (("best", "best.pt"), ("final", "checkpoint.pt")):
         if not (run_dir / file).is_file():
             continue
         try:
             ckpt = load_checkpoint(run_dir / file)
-            net = ckpt.policy(torch.device("cpu"), evaluated=average)
+            net = ckpt.policy(torch.device("cpu"), evaluated=True)
             played = play_every_start(ckpt.pipeline, ckpt.game, net, max_frames)
         except ConfigError as err:
             print(f"{run_dir / file}: not played from every start: {err}")

@@ -423,8 +423,9 @@ class EvalConfig:
     average_steps: int = doc(
         "0 = evaluations play the weights as they are; else an exponential moving average "
         "of the weights over about this many agent steps (its time constant), and best.pt "
-        "keeps the best-evaluated average: a policy that wobbles from update to update is "
-        "judged and kept smoothed. Training acts and learns with the weights as they are",
+        "keeps the best-evaluated average (from eval.average_from): a policy that wobbles "
+        "from update to update is judged and kept smoothed. Training learns with the "
+        "weights as they are",
         0,
         low=0,
     )
@@ -604,6 +605,11 @@ def check_consistency(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [eval] every_start = true with epsilon = {preset.eval.epsilon:g}: every "
             "start's one game is the greedy agent's; set epsilon = 0, or every_start = false"
+        )
+    if preset.eval.average_from > -1000 and preset.eval.average_steps <= 0:
+        raise ConfigError(
+            f"{source}: [eval] average_from = {preset.eval.average_from:g} with average_steps "
+            "= 0: there is no average to play; set eval.average_steps, or average_from = -1000"
         )
     if preset.dqn.algorithm == "pqn":
         _check_pqn(source, preset)

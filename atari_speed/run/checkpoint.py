@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 
 import torch
 
+from atari_speed.agent.averaging import plays_average
 from atari_speed.agent.networks import DQN
 from atari_speed.core.errors import ConfigError, DiskFullError, disk_full_cause
 
@@ -70,11 +71,18 @@ class Checkpoint:
         out["digest"] = digest(out)
         return out
 
+    def evaluates_average(self) -> bool:
+        """Whether the run's evaluations would play the average at this checkpoint
+        (``plays_average``; a checkpoint from before eval.average_from: always)."""
+        average_from = (self.preset or {}).get("eval", {}).get("average_from", -1000.0)
+        return plays_average(average_from, _smoothed(self.stats))
+
     def policy(self, device: torch.device, evaluated: bool = False) -> DQN:
         """The network with its weights, on ``device``, in eval mode, to play; ConfigError
         if the weights do not fit the network the checkpoint names. ``evaluated``: the
-        weights the run's evaluations played instead, their moving average where the run
-        kept one (``eval.average_steps``)."""
+        weights the run's evaluations would play at this checkpoint instead, their moving
+        average where the run kept one (``eval.average_steps``) and its smoothed score was
+        at ``eval.average_from``."""
         net = DQN(
             tuple(self.obs_shape),
             self.actions,
@@ -83,7 +91,7 @@ class Checkpoint:
             layer_norm=self.layer_norm,
         )
         try:
-            average = self.average if evaluated else None
+            average = self.average if evaluated and self.evaluates_average() else None
             net.load_state_dict(self.net if average is None else average["weights"])
         except (RuntimeError, TypeError, AttributeError) as err:
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
@@ -92,6 +100,12 @@ class Checkpoint:
                 f"for observations {list(self.obs_shape)} ({first[:160]})"
             ) from None
         return net.to(device).eval()
+
+
+def _smoothed(stats: dict[str, Any] | None) -> float | None:
+    """The smoothed training score a resumable checkpoint's record holds (None: none)."""
+    scores = ((stats or {}).get("record") or {}).get("scores") or {}
+    return scores.get("smoothed")
 
 
 def digest(data: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ import torch
 from tqdm import tqdm
 
 from atari_speed.agent.actor import Actor, Game
-from atari_speed.agent.averaging import WeightAverage
+from atari_speed.agent.averaging import WeightAverage, plays_average
 from atari_speed.agent.learner import Replay
 from atari_speed.agent.learning import Learning, make_learner
 from atari_speed.agent.networks import build_network
@@ -302,8 +302,9 @@ class Run:
         actor.act_with(self.average.net if average else None)
 
     def start_average(self, checkpoint: Checkpoint | None) -> WeightAverage | None:
-        """The average of the weights that evaluations play (``eval.average_steps``), or
-        None; a resumed run goes on with the checkpoint's average where it has one."""
+        """The average of the weights that evaluations play from eval.average_from
+        (``eval.average_steps``), or None; a resumed run goes on with the checkpoint's
+        average where it has one."""
         steps = self.preset.eval.average_steps
         if not steps:
             return None
@@ -376,8 +377,7 @@ class Run:
         ``eval.average_from`` on."""
         if self.average is None:
             return False
-        least, smoothed = self.preset.eval.average_from, self.tracker.scores.smoothed
-        return least <= -1000 or (smoothed is not None and smoothed >= least)
+        return plays_average(self.preset.eval.average_from, self.tracker.scores.smoothed)
 
     def _start_evaluation(self) -> None:
         average = self.evaluates_average()

@@ -231,13 +231,21 @@ def test_score_starts_plays_the_average_where_the_run_kept_one(tmp_path, monkeyp
     score_starts(run_dir)
     assert len(played) == 1 and torch.equal(played[0], average.state_dict()["head.2.bias"])
     assert not torch.equal(played[0], weights.state_dict()["head.2.bias"])
-    # a run whose last evaluation played the weights (below eval.average_from): so do these
-    summary = json.loads((run_dir / "summary.json").read_text())
-    summary["evaluations"] = [{"steps": 1_000, "reward": 0.0, "average": False, "final": True}]
-    (run_dir / "summary.json").write_text(json.dumps(summary))
-    (run_dir / STARTS_FILE).unlink()
-    score_starts(run_dir)
-    assert len(played) == 2 and torch.equal(played[1], weights.state_dict()["head.2.bias"])
+    # a run that evaluates the average from a smoothed 15 (eval.average_from) and stopped
+    # at 5 would evaluate the weights as they are there: so does the report; at 16, the average
+    for smoothed, want in ((5.0, weights), (16.0, average)):
+        below = Checkpoint(
+            game="pong", pipeline=resolve_pipeline("small"), obs_shape=[4, 42, 42], actions=6,
+            dueling=False, frames=1_000, net=weights.state_dict(), network="small",
+            preset={"eval": {"average_from": 15.0}},
+            stats={"record": {"scores": {"smoothed": smoothed}}},
+            average={"weights": average.state_dict(), "at": 1_000},
+        )  # fmt: skip
+        save_checkpoint(below, run_dir / "checkpoint.pt")
+        (run_dir / STARTS_FILE).unlink()
+        score_starts(run_dir)
+        assert torch.equal(played[-1], want.state_dict()["head.2.bias"]), smoothed
+    assert len(played) == 3
 
 
 def test_resumed_runs_are_named_under_the_table_with_where_they_were_resumed(tmp_path):

@@ -1022,6 +1022,8 @@ def test_acting_with_the_average_needs_one_and_the_n_env_actor():
 
     with pytest.raises(ConfigError, match="average_steps = 0"):
         load_preset("pong-fast", ["pqn.act_with_average=true", "eval.average_steps=0"])
+    with pytest.raises(ConfigError, match=r"\[eval\] average_from = 15 with average_steps"):
+        load_preset("pong-nenv", ["eval.average_from=15.0", "eval.average_steps=0"])
     # parallel mode's actors see neither the score nor the average: every field that
     # follows them is named in one line, with the --set that turns each off
     parallel = ["run.mode='parallel'", "run.actors=1", "explore.epsilon_at_stop=-1"]
