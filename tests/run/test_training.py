@@ -840,6 +840,18 @@ def test_train_ends_with_the_final_evaluation_of_the_last_weights(tmp_path):
         assert torch.equal(best.net[key], value), key
 
 
+def every_weight_up_by_one(net: torch.nn.Module) -> Callable[..., None]:
+    """A stand-in for the learner's update: every weight of ``net`` up by 1, so that the
+    weights and their moving average part by a known amount."""
+
+    def update(*_: object) -> None:
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(1.0)
+
+    return update
+
+
 def test_evaluations_play_the_average_of_the_weights_and_a_resume_keeps_it(tmp_path, capsys):
     # eval.average_steps: what an evaluation copies is the average, which each learn
     # moves by the agent steps since the last; checkpoint.pt carries it to a resume.
@@ -854,12 +866,7 @@ def test_evaluations_play_the_average_of_the_weights_and_a_resume_keeps_it(tmp_p
     plan = make_plan(load_preset("pong-nenv", overrides))
     run = Run(plan, tmp_path / "a")
 
-    def update(*_: object) -> None:  # an "update": every weight up by 1
-        with torch.no_grad():
-            for p in run.learner.net.parameters():
-                p.add_(1.0)
-
-    run.learner.learn = update
+    run.learner.learn = every_weight_up_by_one(run.learner.net)
     try:
         start = {k: v.clone() for k, v in run.learner.net.state_dict().items()}
         run.tracker.advance(100)
@@ -926,12 +933,7 @@ def test_evaluations_play_the_weights_below_eval_average_from_and_the_average_fr
     ]  # fmt: skip
     run = Run(make_plan(load_preset("pong-nenv", overrides)), tmp_path / "a")
 
-    def update(*_: object) -> None:  # an "update": every weight up by 1
-        with torch.no_grad():
-            for p in run.learner.net.parameters():
-                p.add_(1.0)
-
-    run.learner.learn = update
+    run.learner.learn = every_weight_up_by_one(run.learner.net)
     try:
         run.tracker.advance(100)
         run.learn(None)
