@@ -88,13 +88,18 @@ def adam_eps(preset: Preset, smoothed: float | None) -> float:
     return start + way * (at_stop - start)
 
 
-def update_share(preset: Preset, smoothed: float | None) -> float:
-    """The share of PQN's ``epochs`` x ``minibatches`` updates a rollout gets (0..1): linear
-    in the smoothed training score from 1 at ``pqn.updates_score_from`` to
-    ``pqn.updates_at_stop`` at ``run.stop_reward``, both ways, as ``lr_factor``'s second
-    schedule."""
+def update_share(preset: Preset, steps: int, smoothed: float | None) -> float:
+    """The share of PQN's ``epochs`` x ``minibatches`` updates a rollout gets (0..1), two
+    schedules multiplied: linear in agent steps from ``pqn.updates_at_start`` at 0 to 1 at
+    ``explore.epsilon_steps`` (as epsilon falls), and linear in the smoothed training score
+    from 1 at ``pqn.updates_score_from`` to ``pqn.updates_at_stop`` at ``run.stop_reward``,
+    both ways, as ``lr_factor``'s second schedule."""
     pqn = preset.pqn
-    return score_fall(smoothed, pqn.updates_score_from, preset.run.stop_reward, pqn.updates_at_stop)
+    rise = min(steps / preset.explore.epsilon_steps, 1.0)
+    by_steps = pqn.updates_at_start + rise * (1.0 - pqn.updates_at_start)
+    return by_steps * score_fall(
+        smoothed, pqn.updates_score_from, preset.run.stop_reward, pqn.updates_at_stop
+    )
 
 
 def score_fall(smoothed: float | None, start: float, stop: float, at_stop: float) -> float:

@@ -291,6 +291,15 @@ class PQNConfig:
         low=0.0,
         high=1.0,
     )
+    updates_at_start: float = doc(
+        "the share of the SGD updates per rollout made at agent step 0, rising linearly with "
+        "the agent steps to all of them at explore.epsilon_steps: while epsilon falls the "
+        "rollouts are mostly random play, and an update costs as much as on the greedy "
+        "agent's; multiplies pqn.updates_at_stop's share; 1 = all of them from the start",
+        1.0,
+        low=0.0,
+        high=1.0,
+    )
     updates_score_from: float = doc(
         "the smoothed training score from which the SGD updates fall towards "
         "pqn.updates_at_stop; below run.stop_reward",

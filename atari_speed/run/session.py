@@ -283,7 +283,7 @@ class Run:
         """Learn from what the actors filled: one SGD update on a batch sampled from DQN's
         replay, or PQN's epochs over a full rollout (``Learning.learn``)."""
         score = self.schedule_score()
-        share = update_share(self.preset, score)
+        share = update_share(self.preset, self.frames, score)
         eps = adam_eps(self.preset, score)
         self.learner.learn(source, self.decay_progress(), self.rng, share, eps)
         if self.average is not None:

@@ -306,15 +306,15 @@ def test_the_update_share_follows_the_smoothed_score_like_the_learning_rate():
         "pong-fast",
         ["run.stop_reward=18.0", "pqn.updates_at_stop=0.25", "pqn.updates_score_from=0.0"],
     )
-    assert update_share(preset, None) == 1.0  # no game yet
-    assert update_share(preset, -20.0) == 1.0  # below lr_score_from
-    assert update_share(preset, 9.0) == pytest.approx(0.625)  # half way to stop_reward
-    assert update_share(preset, 30.0) == pytest.approx(0.25)  # never below updates_at_stop
+    assert update_share(preset, 0, None) == 1.0  # no game yet
+    assert update_share(preset, 0, -20.0) == 1.0  # below lr_score_from
+    assert update_share(preset, 0, 9.0) == pytest.approx(0.625)  # half way to stop_reward
+    assert update_share(preset, 0, 30.0) == pytest.approx(0.25)  # never below updates_at_stop
     off = load_preset("pong-fast", ["pqn.updates_at_stop=1.0"])
-    assert update_share(off, 17.0) == 1.0
+    assert update_share(off, 0, 17.0) == 1.0
     # its own start: the learning rate's (pqn.lr_score_from) is not the updates'
     late = load_preset("pong-fast", ["pqn.updates_at_stop=0.25", "pqn.updates_score_from=12.0"])
-    assert update_share(late, 9.0) == 1.0 and update_share(late, 15.0) == pytest.approx(0.625)
+    assert update_share(late, 0, 9.0) == 1.0 and update_share(late, 0, 15.0) == pytest.approx(0.625)
     assert lr_factor(late, 0, 9.0) != 1.0  # the preset's rate falls from 0
     from atari_speed.core.errors import ConfigError
 
@@ -322,6 +322,29 @@ def test_the_update_share_follows_the_smoothed_score_like_the_learning_rate():
         load_preset("atari-fast", ["pqn.updates_at_stop=0.5"])
     with pytest.raises(ConfigError, match=r"updates_score_from = 18 is not below"):
         load_preset("pong-fast", ["pqn.updates_at_stop=0.5", "pqn.updates_score_from=18.0"])
+
+
+def test_the_update_share_rises_with_the_agent_steps_while_epsilon_falls():
+    preset = load_preset(
+        "pong-fast",
+        [
+            "explore.epsilon_steps=1000",
+            "pqn.updates_at_start=0.25",
+            "pqn.updates_at_stop=0.5",
+            "run.stop_reward=18.0",
+            "pqn.updates_score_from=0.0",
+        ],
+    )
+    assert update_share(preset, 0, None) == pytest.approx(0.25)  # at agent step 0
+    assert update_share(preset, 500, None) == pytest.approx(0.625)  # half way up
+    assert update_share(preset, 1000, None) == 1.0  # all of them once epsilon is down
+    assert update_share(preset, 5000, -20.0) == 1.0  # and after, below the score's fall
+    assert update_share(preset, 500, 9.0) == pytest.approx(0.625 * 0.75)  # the two multiply
+    assert update_share(preset, 5000, 30.0) == pytest.approx(0.5)
+    updates = RolloutSchedule(64 * 32, 8, 8)
+    assert updates.updates_at(update_share(preset, 0, None)) == 16  # of 64
+    unset = load_preset("pong-fast", ["explore.epsilon_steps=1000"])
+    assert update_share(unset, 0, None) == 1.0  # the default: all from the start
 
 
 def test_adams_epsilon_rises_with_the_smoothed_score_over_the_learning_rates_fall():

@@ -46,6 +46,15 @@ def test_pqn_trains_on_whole_rollouts(pqn_run):
     assert data.layer_norm and any(isinstance(m, torch.nn.GroupNorm) for m in net.modules())
 
 
+def test_the_updates_per_rollout_rise_while_epsilon_falls(tmp_path):
+    rise = ["--set", "pqn.updates_at_start=0.25", "--set", "explore.epsilon_steps=1024"]
+    out = train_here(*TINY, *rise, "--frames", "1024", "--run-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    # rollout k ends at 64k agent steps: a quarter of its 4 updates at step 0, all at 1024
+    due = [max(1, round(4 * (0.25 + 0.75 * 64 * k / 1024))) for k in range(1, 17)]
+    assert load_checkpoint(tmp_path / "checkpoint.pt").learner["updates"] == sum(due) < 64
+
+
 def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
     out = train_here(
         *TINY,
