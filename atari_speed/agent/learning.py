@@ -35,8 +35,8 @@ class Learning(Protocol):
         eps: float | None = None,
     ) -> None:
         """Learn from ``source`` (DQN: the replay; PQN: a full rollout), drawing samples
-        from ``rng``; ``progress`` (0..1) sets a decaying learning rate, ``share`` (0..1)
-        the part of a rollout's updates PQN makes, ``eps`` PQN's Adam epsilon (None: as
+        from ``rng``; ``progress`` (0..1) sets a decaying learning rate, ``share`` the
+        factor of a rollout's epochs x minibatches updates PQN makes, ``eps`` PQN's Adam epsilon (None: as
         it is)."""
 
     def pop_loss(self) -> float | None:

@@ -89,7 +89,7 @@ def adam_eps(preset: Preset, smoothed: float | None) -> float:
 
 
 def update_share(preset: Preset, steps: int, smoothed: float | None) -> float:
-    """The share of PQN's ``epochs`` x ``minibatches`` updates a rollout gets (0..1), two
+    """The factor of PQN's ``epochs`` x ``minibatches`` updates a rollout gets, two
     schedules multiplied: linear in agent steps from ``pqn.updates_at_start`` at 0 to 1 at
     ``explore.epsilon_steps`` (as epsilon falls), and linear in the smoothed training score
     from 1 at ``pqn.updates_score_from`` to ``pqn.updates_at_stop`` at ``run.stop_reward``,
@@ -198,8 +198,8 @@ class RolloutSchedule:
         }
 
     def updates_at(self, share: float) -> int:
-        """SGD updates per rollout at ``share`` of the full count (``update_share``): at
-        least one."""
+        """SGD updates per rollout at ``share`` times the full count (``update_share``;
+        above 1, more epochs): at least one."""
         return max(1, round(self.updates * share))
 
     def minibatch_indices(

@@ -292,13 +292,14 @@ class PQNConfig:
         high=1.0,
     )
     updates_at_start: float = doc(
-        "the share of the SGD updates per rollout made at agent step 0, rising linearly with "
-        "the agent steps to all of them at explore.epsilon_steps: while epsilon falls the "
-        "rollouts are mostly random play, and an update costs as much as on the greedy "
-        "agent's; multiplies pqn.updates_at_stop's share; 1 = all of them from the start",
+        "the SGD updates per rollout at agent step 0, as a factor of pqn.epochs x "
+        "pqn.minibatches (below 1 fewer, above 1 more epochs), moving linearly with the agent "
+        "steps to the factor 1 at explore.epsilon_steps: how much of the run's SGD goes to "
+        "the rollouts played while epsilon falls; multiplies pqn.updates_at_stop's share; "
+        "1 = the same count from the start",
         1.0,
         low=0.0,
-        high=1.0,
+        high=8.0,
     )
     updates_score_from: float = doc(
         "the smoothed training score from which the SGD updates fall towards "

@@ -343,6 +343,12 @@ def test_the_update_share_rises_with_the_agent_steps_while_epsilon_falls():
     assert update_share(preset, 5000, 30.0) == pytest.approx(0.5)
     updates = RolloutSchedule(64 * 32, 8, 8)
     assert updates.updates_at(update_share(preset, 0, None)) == 16  # of 64
+    more = load_preset("pong-fast", ["explore.epsilon_steps=1000", "pqn.updates_at_start=2.0"])
+    assert update_share(more, 250, None) == pytest.approx(1.75)  # above 1: more epochs
+    assert updates.updates_at(update_share(more, 0, None)) == 128
+    twice = list(RolloutSchedule(12, 2, 3).minibatch_indices(np.random.default_rng(0), 12))
+    assert len(twice) == 12 and all(len(m) == 4 for m in twice)  # four passes, not two
+    assert all(sorted(np.concatenate(twice[k : k + 3])) == list(range(12)) for k in (0, 6, 9))
     unset = load_preset("pong-fast", ["explore.epsilon_steps=1000"])
     assert update_share(unset, 0, None) == 1.0  # the default: all from the start
 
