@@ -36,8 +36,8 @@ class Learning(Protocol):
     ) -> None:
         """Learn from ``source`` (DQN: the replay; PQN: a full rollout), drawing samples
         from ``rng``; ``progress`` (0..1) sets a decaying learning rate, ``share`` the
-        factor of a rollout's epochs x minibatches updates PQN makes, ``eps`` PQN's Adam epsilon (None: as
-        it is)."""
+        factor of a rollout's epochs x minibatches updates PQN makes, ``eps`` PQN's
+        Adam epsilon (None: as it is)."""
 
     def pop_loss(self) -> float | None:
         """Mean loss since the last call (one host sync, at log time only)."""
