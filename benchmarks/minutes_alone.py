@@ -1,8 +1,8 @@
 """Minutes a PQN run would have taken alone on the machine, from its agent steps and SGD
 updates: runs trained side by side (``seeds.py --lanes 2``) count their agent steps, not
-their clocks, and a recipe whose updates per rollout follow the score (pqn.epochs,
-pqn.updates_at_stop) costs a different amount per agent step in each phase, so one FPS
-figure cannot turn its steps into minutes.
+their clocks, and a recipe whose updates per rollout change as it goes (pqn.epochs,
+pqn.updates_at_stop, pqn.updates_at_start) costs a different amount per agent step in
+each phase, so one FPS figure cannot turn its steps into minutes.
 
 A rollout of E envs x T steps costs the acting ``a`` seconds plus ``u`` seconds per SGD
 update made on it. Two or more FPS figures measured alone (``--fps UPDATES:FPS``: the

@@ -121,7 +121,7 @@ class QLambdaLearner:
     ) -> None:
         """Train on a full rollout (``finish``ed: its ``next_obs`` set); ``progress`` (0..1,
         how far the learning rate has decayed: ``schedules.lr_factor``) sets it, ``share``
-        how many of the epochs x minibatches updates are made
+        the factor of the epochs x minibatches updates made (above 1: more epochs)
         (``schedules.update_share``), and ``eps`` the optimizer's epsilon
         (``schedules.adam_eps``; None: as it is)."""
         with self.prof.section("returns"):

@@ -189,7 +189,9 @@ class RolloutSchedule:
         return self.updates / self.transitions
 
     def update_to_data(self) -> dict[str, Any]:
-        """The ratio as summary.json reports it: every transition is sampled once an epoch."""
+        """The ratio as summary.json reports it, at the full count: every transition is
+        sampled once an epoch (pqn.updates_at_stop and pqn.updates_at_start change the
+        count as the run goes; train/sgd_updates in TensorBoard has what was made)."""
         return {
             "rollout": self.transitions,
             "minibatch": self.batch,
@@ -208,7 +210,7 @@ class RolloutSchedule:
         """The rollout's transitions (flat indices) of each update in turn: every epoch a
         new shuffle, drawn from ``rng`` as that epoch begins. ``updates`` (all of them if
         None) cuts the last epoch short: fewer updates sample every transition fewer
-        times, the last pass a random part of them."""
+        times, the last pass a random part of them; more than all of them add epochs."""
         batch, left = self.batch, self.updates if updates is None else updates
         while left > 0:
             order = rng.permutation(self.transitions)

@@ -283,7 +283,8 @@ class PQNConfig:
     )
     updates_at_stop: float = doc(
         "the SGD updates per rollout fall linearly with the smoothed training score, as the "
-        "learning rate does: from pqn.epochs x pqn.minibatches at pqn.updates_score_from to "
+        "learning rate does: from pqn.epochs x pqn.minibatches (times pqn.updates_at_start's "
+        "factor while epsilon falls) at pqn.updates_score_from to "
         "this share of them at run.stop_reward (at least one): an agent that has learnt the game "
         "spends less of each frame on SGD while the training score catches up; 1 = the score "
         "does not set them",
@@ -511,7 +512,10 @@ def _check(where: str, key: str, value: Any, f: dataclasses.Field, hint: Any) ->
     if "choices" in meta and value not in meta["choices"]:
         raise ConfigError(f"{where}: {key} = {value!r}; allowed: {' | '.join(meta['choices'])}")
     low, high = meta.get("low"), meta.get("high")
-    if (low is not None and value < low) or (high is not None and value > high):
+    bounded = low is not None or high is not None
+    # NaN compares false with every bound, so it would pass them and fail far later
+    nan = bounded and isinstance(value, float) and value != value
+    if nan or (low is not None and value < low) or (high is not None and value > high):
         bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ConfigError(f"{where}: {key} = {value!r} is out of range; expected {bounds}")
     return value

@@ -96,7 +96,7 @@ class Run:
         except BaseException:
             self.lock.release()
             raise
-        self.updates_at_start = self.learner.updates
+        self.updates_before = self.learner.updates
         self.next_log = self.frames
         self.next_checkpoint = self.frames + preset.run.checkpoint_every
         self.next_eval = self.frames + preset.eval.every
@@ -156,7 +156,7 @@ class Run:
     def updates_due(self, collected: int) -> int:
         """Updates still due once ``collected`` more transitions are in this run's replay
         (beside those restored)."""
-        made = self.learner.updates - self.updates_at_start
+        made = self.learner.updates - self.updates_before
         return self.schedule.due(self.restored + collected) - made
 
     # ------------------------------------------------------------ the replay
@@ -208,7 +208,7 @@ class Run:
             print(f"--resume: {err}; refilling {self.preset.replay.initial:,} transitions first")
             return
         self.restored = len(replay)
-        self.updates_at_start = self.learner.updates - self.schedule.due(self.restored)
+        self.updates_before = self.learner.updates - self.schedule.due(self.restored)
         when = "" if saved_at == self.frames else f", saved at agent step {saved_at:,}"
         print(
             f"--resume: {self.restored:,} transitions restored from {self.saved_replay} in "
@@ -334,7 +334,7 @@ class Run:
     def periodic(self, buffer_fill: float) -> None:
         """Logs, checkpoints and evaluation, each when its interval of agent steps has passed."""
         run = self.preset.run
-        if self.learner.updates > self.updates_at_start:
+        if self.learner.updates > self.updates_before:
             self.tracker.learning_started()
         if self.frames >= self.next_log:
             self.next_log = self.frames + run.log_every

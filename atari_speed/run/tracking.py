@@ -237,8 +237,8 @@ class Tracker:
     def log_pace(self, learning_rate: float, updates: int, adam_eps: float) -> None:
         """TensorBoard's view of the schedules that follow the score: the learning rate now,
         the SGD updates made so far (their slope over agent steps is the update-to-data
-        ratio, which ``pqn.updates_at_stop`` lowers) and the optimizer's epsilon
-        (``pqn.adam_eps_at_stop`` raises it)."""
+        ratio, which ``pqn.updates_at_stop`` and ``pqn.updates_at_start`` set) and the
+        optimizer's epsilon (``pqn.adam_eps_at_stop`` raises it)."""
         if self.held:
             return
         self.writer.add_scalar("train/learning_rate", learning_rate, self.frames)

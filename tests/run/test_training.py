@@ -477,6 +477,7 @@ def test_ctrl_c_or_kill_saves_a_checkpoint_and_exits_130(tmp_path, mode, stop):
         (["--set", "dqn.batchsize=64"], "[dqn] unknown key 'batchsize' (did you mean batch_size?)"),
         (["--set", "dqn.batch_size=big"], "batch_size = 'big' has type str; expected int"),
         (["--set", "dqn.gamma=1.5"], "gamma = 1.5 is out of range; expected in [0.0, 1.0]"),
+        (["--set", "pqn.updates_at_start=nan"], "updates_at_start = nan is out of range"),
         (["--set", "training.lr=1"], "unknown section [training]; allowed: run, env, dqn"),
         (["--set", "replay.initial=500000"], "[replay] initial = 500000 exceeds size = 100000"),
         (["--set", "env.backend='threads'"], "backend = 'threads'; allowed: sync | subprocess"),
