@@ -55,6 +55,20 @@ def test_the_updates_per_rollout_rise_while_epsilon_falls(tmp_path):
     assert load_checkpoint(tmp_path / "checkpoint.pt").learner["updates"] == sum(due) < 64
 
 
+def test_a_resumed_run_makes_the_updates_the_uninterrupted_one_makes(tmp_path):
+    # the factor follows the agent steps restored from the checkpoint, not the resumed
+    # process's own count, so stopping halfway changes no rollout's updates
+    rise = ["--set", "pqn.updates_at_start=0.25", "--set", "explore.epsilon_steps=1024"]
+    first = train_here(*TINY, *rise, "--frames", "512", "--run-dir", str(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr
+    args = ["--frames", "1024", "--run-dir", str(tmp_path / "b"), "--resume"]
+    out = train_here(*TINY, *args, str(tmp_path / "a" / "checkpoint.pt"))
+    assert out.returncode == 0, out.stderr
+    due = [max(1, round(4 * (0.25 + 0.75 * 64 * k / 1024))) for k in range(1, 17)]
+    data = load_checkpoint(tmp_path / "b" / "checkpoint.pt")
+    assert data.frames == 1024 and data.learner["updates"] == sum(due)
+
+
 def test_pqn_resumes_where_it_stopped(pqn_run, tmp_path):
     out = train_here(
         *TINY,
