@@ -512,9 +512,8 @@ def _check(where: str, key: str, value: Any, f: dataclasses.Field, hint: Any) ->
     if "choices" in meta and value not in meta["choices"]:
         raise ConfigError(f"{where}: {key} = {value!r}; allowed: {' | '.join(meta['choices'])}")
     low, high = meta.get("low"), meta.get("high")
-    bounded = low is not None or high is not None
     # NaN compares false with every bound, so it would pass them and fail far later
-    nan = bounded and isinstance(value, float) and value != value
+    nan = isinstance(value, float) and math.isnan(value) and (low, high) != (None, None)
     if nan or (low is not None and value < low) or (high is not None and value > high):
         bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ConfigError(f"{where}: {key} = {value!r} is out of range; expected {bounds}")
