@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -212,6 +213,23 @@ def save_checkpoint(checkpoint: Checkpoint, path: Path) -> None:
     save_atomic(checkpoint.to_dict(), path)
 
 
+def unreadable_because(path: Path, err: Exception) -> str:
+    """torch.load's refusal of a file, in a clause. Its own message is paragraphs of advice
+    on loading untrusted pickles with weights_only off, which no user of this app should
+    take, or a bare KeyError for some bytes that are no pickle at all."""
+    with open(path, "rb") as f:
+        if f.read(4) != b"PK\x03\x04":  # every torch.save file is a zip archive
+            return "not a file torch.save wrote"
+    text = str(err)
+    if "zip archive" in text:
+        return "truncated or corrupt: torch cannot read it as the zip archive torch.save writes"
+    refusal = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+    if refusal:
+        return f"it pickles an object no checkpoint holds: {refusal.group(1)}"
+    first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
+    return first[:160]
+
+
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Load a checkpoint of this app safely, or raise ConfigError naming the file."""
     path = Path(path)
@@ -220,8 +238,10 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated, corrupt or foreign pickles all land here
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError(f"{path}: not a readable checkpoint ({first[:160]})") from None
+        raise ConfigError(
+            f"{path}: not a readable checkpoint ({unreadable_because(path, err)}); train.py writes"
+            " checkpoint.pt and best.pt in its run directory"
+        ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ConfigError(f"{path}: not an atari-speed checkpoint")
     if data.get("version") != VERSION:

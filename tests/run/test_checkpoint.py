@@ -400,3 +400,36 @@ def test_a_checkpoint_with_a_retired_key_still_loads(tmp_path):
     torch.save(old_format(net, env_phases=[3, 0], env_scores=[1.0, 0.0]), tmp_path / "c.pt")
     checkpoint = load_checkpoint(tmp_path / "c.pt")
     assert checkpoint.env_phases == [3, 0] and not hasattr(checkpoint, "env_scores")
+
+
+class NotACheckpointPart:
+    """A class no checkpoint pickles: weights_only loading refuses it by name."""
+
+
+@pytest.mark.parametrize(
+    ("write", "reason"),
+    [
+        (lambda p: p.write_bytes(b"hello, not a checkpoint\n"), "not a file torch.save wrote)"),
+        (
+            lambda p: torch.save({"part": NotACheckpointPart()}, p),
+            "it pickles an object no checkpoint holds: ",
+        ),
+        (
+            lambda p: (torch.save({"w": torch.zeros(64)}, p), p.write_bytes(p.read_bytes()[:100])),
+            "truncated or corrupt",
+        ),
+    ],
+    ids=["text", "foreign-object", "truncated"],
+)
+def test_an_unreadable_file_is_named_with_what_is_wrong_and_no_torch_advice(
+    tmp_path, write, reason
+):
+    path = tmp_path / "run.pt"
+    write(path)
+    with pytest.raises(ConfigError) as refused:
+        load_checkpoint(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: not a readable checkpoint (")
+    assert reason in message and "checkpoint.pt and best.pt" in message
+    # torch's own text advises weights_only=False (arbitrary code): never passed on
+    assert "weights_only" not in message and "\n" not in message and len(message) < 300
