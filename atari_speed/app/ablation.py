@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from atari_speed.core.config import Preset
+from atari_speed.core.config import ConfigError, Preset
 from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.tracking import summary_steps
 
@@ -227,6 +227,24 @@ def write_outputs(title: str, parent: Path, rows: list[dict[str, Any]]) -> str:
         plot(title, rows, parent / "ablation.png")
         plot_curves(title, rows, parent / "ablation-curves.png")
     return table
+
+
+def check_envs(variants: list[tuple[str, Preset]]) -> None:
+    """Refuse, naming the variant, one whose pipeline file does not read or that the ale
+    backend, asked for by name, cannot play: such a variant fails only when its envs are
+    built, which in an ablation is after the variants before it have trained."""
+    from atari_speed.envs.pipeline import resolve_pipeline
+    from atari_speed.envs.vector import ale_start_differs
+
+    for name, preset in variants:
+        env = preset.env
+        try:
+            pipeline = resolve_pipeline(env.pipeline, env.image_backend or None)
+        except ConfigError as err:
+            raise ConfigError(f"variant {name!r}: {err}") from None
+        why = ale_start_differs(pipeline) if env.backend == "ale" else None
+        if why:
+            raise ConfigError(f"variant {name!r}: {why}")
 
 
 def run_ablation(

@@ -370,7 +370,7 @@ def _ablation(args: argparse.Namespace, variants: list, tasks_on: str | None = N
     """Every variant (in turn, or at once with --concurrent, on this machine or as tasks on
     the cluster at ``tasks_on``), then the table (ablation.md/.json/.png in the parent
     dir)."""
-    from atari_speed.app.ablation import run_ablation
+    from atari_speed.app.ablation import check_envs, run_ablation
 
     if args.concurrent and any(p.run.engine == "ray" for _, p in variants):
         raise ConfigError(
@@ -383,6 +383,7 @@ def _ablation(args: argparse.Namespace, variants: list, tasks_on: str | None = N
             "or resume one variant's checkpoint.pt with a preset of that variant's fields "
             "(its summary.json lists them under 'preset')"
         )
+    check_envs(variants)
     try:
         table, rows = run_ablation(
             Path(args.preset).stem,

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from atari_speed.app.ablation import SCORE_COLUMNS, markdown, read_scores, row, with_deltas
+from atari_speed.app.ablation import (
+    SCORE_COLUMNS,
+    check_envs,
+    markdown,
+    read_scores,
+    row,
+    with_deltas,
+)
 from atari_speed.core.config import ConfigError, load_variants
 from tests.scripts import run_script, train_here
 
@@ -18,6 +25,7 @@ SHIPPED = [
     "mode-ablation",
     "book-table",
     "pong-fast-algos",
+    "pong-fast-levers",
 ]
 
 TWO_VARIANTS = """
@@ -79,6 +87,30 @@ def test_bad_variants_are_refused_before_anything_trains(tmp_path, body, message
     with pytest.raises(ConfigError) as err:
         load_variants(path)
     assert message in str(err.value) and str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_variant_can_build_its_envs(name):
+    check_envs(load_variants(name))  # raises, naming the variant, for one that cannot
+
+
+def test_a_variant_the_ale_backend_cannot_play_is_refused_before_the_first_trains(tmp_path):
+    # The book pipeline starts games with FireReset, which ALE cannot press: asked for by
+    # name, the ale backend would fail when variant 2's envs are built, after variant 1.
+    path = tmp_path / "late.toml"
+    path.write_text(
+        TWO_VARIANTS.replace('name = "numpy, 1 env"', 'name = "on ale"\nenv.backend = "ale"')
+    )
+    with pytest.raises(ConfigError, match=r"variant 'on ale': pipeline 'book' on the ale backend"):
+        check_envs(load_variants(path))
+    out = train_here("--preset", str(path), "--run-dir", str(tmp_path / "runs"))
+    assert out.returncode == 2 and "variant 'on ale'" in out.stderr
+    assert not (tmp_path / "runs").exists()  # nothing trained, nothing written
+    path.write_text(
+        TWO_VARIANTS.replace('name = "numpy, 1 env"', 'name = "bad"\nenv.pipeline = "nope"')
+    )
+    with pytest.raises(ConfigError, match=r"variant 'bad': .*nope"):
+        check_envs(load_variants(path))
 
 
 def test_table_deltas_are_against_the_first_row():
