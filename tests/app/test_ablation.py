@@ -16,9 +16,10 @@ from atari_speed.app.ablation import (
     row,
     with_deltas,
 )
-from atari_speed.core.config import ConfigError, load_variants
+from atari_speed.core.config import ConfigError, load_preset, load_variants
 from tests.scripts import run_script, train_here
 
+PRESETS = Path(__file__).parents[2] / "presets"
 SHIPPED = [
     "wrapper-ablation",
     "image-backend-ablation",
@@ -89,9 +90,10 @@ def test_bad_variants_are_refused_before_anything_trains(tmp_path, body, message
     assert message in str(err.value) and str(path) in str(err.value)
 
 
-@pytest.mark.parametrize("name", SHIPPED)
-def test_every_shipped_variant_can_build_its_envs(name):
-    check_envs(load_variants(name))  # raises, naming the variant, for one that cannot
+@pytest.mark.parametrize("name", sorted(p.stem for p in PRESETS.glob("*.toml")))
+def test_every_shipped_preset_and_variant_can_build_its_envs(name):
+    # raises, naming the variant, for a pipeline that does not read or fit its backend
+    check_envs(load_variants(name) or [(name, load_preset(name))])
 
 
 def test_a_variant_the_ale_backend_cannot_play_is_refused_before_the_first_trains(tmp_path):
