@@ -168,7 +168,11 @@ def ale_options(pipeline: dict[str, Any]) -> dict[str, Any]:
             f"{where}: stage order {' -> '.join(ordered)} cannot be expressed; ALE applies "
             f"{' -> '.join(_ALE_ORDER)}"
         )
-    if "EpisodicLife" in stages and names.index("EpisodicLife") < names.index("MaxAndSkip"):
+    if (
+        "EpisodicLife" in stages
+        and "MaxAndSkip" in stages
+        and names.index("EpisodicLife") < names.index("MaxAndSkip")
+    ):
         raise ConfigError(
             f"{stage('EpisodicLife')} before MaxAndSkip: ALE ends a step's frames at a lost "
             "life only after them; put EpisodicLife after MaxAndSkip or use another backend"

@@ -217,15 +217,24 @@ def unreadable_because(path: Path, err: Exception) -> str:
     """torch.load's refusal of a file, in a clause. Its own message is paragraphs of advice
     on loading untrusted pickles with weights_only off, which no user of this app should
     take, or a bare KeyError for some bytes that are no pickle at all."""
-    with open(path, "rb") as f:
-        if f.read(4) != b"PK\x03\x04":  # every torch.save file is a zip archive
-            return "not a file torch.save wrote"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as gone:  # removed or unreadable since torch.load tried
+        return str(gone)
+    # torch.save writes a zip archive; before torch 1.6 (and on request) a bare pickle
+    if not head.startswith((b"PK\x03\x04", b"\x80")):
+        return "not a file torch.save wrote"
     text = str(err)
-    if "zip archive" in text:
+    if "inline_container" in text:  # a zip torch did not write, e.g. the replay.npz beside
+        return "a zip archive, but not one torch.save wrote"
+    if "zip archive" in text or "archive is corrupted" in text:
         return "truncated or corrupt: torch cannot read it as the zip archive torch.save writes"
     refusal = re.search(r"Unsupported global: GLOBAL (\S+)", text)
     if refusal:
         return f"it pickles an object no checkpoint holds: {refusal.group(1)}"
+    if isinstance(err, OSError):
+        return str(err)
     first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
     return first[:160]
 

@@ -65,6 +65,14 @@ def test_a_stage_ale_would_play_otherwise_is_refused(change, refusal):
         ale_options(resolve_pipeline(pipeline))
 
 
+def test_lives_without_a_frame_skip_map_to_one_frame_a_step():
+    # EpisodicLife's place is checked against MaxAndSkip's only where there is one
+    pipeline = copy.deepcopy(resolve_pipeline("small-maxpool"))
+    pipeline["stages"] = [s for s in pipeline["stages"] if s["wrapper"] != "MaxAndSkip"]
+    options = ale_options(resolve_pipeline(pipeline))
+    assert options["frameskip"] == 1 and options["life_loss_info"] is True
+
+
 def test_pong_fast_runs_on_ale_with_the_options_it_always_had():
     # pong-fast's results were trained on the ale backend with these options; `small`
     # changed so that the other backends play that game too, not the other way round.

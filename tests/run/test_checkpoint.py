@@ -402,6 +402,11 @@ def test_a_checkpoint_with_a_retired_key_still_loads(tmp_path):
     assert checkpoint.env_phases == [3, 0] and not hasattr(checkpoint, "env_scores")
 
 
+def write_npz(path):
+    with open(path, "wb") as f:  # under the .pt name: np.savez would add .npz to a path
+        np.savez(f, frames=np.zeros(3))
+
+
 class NotACheckpointPart:
     """A class no checkpoint pickles: weights_only loading refuses it by name."""
 
@@ -418,8 +423,18 @@ class NotACheckpointPart:
             lambda p: (torch.save({"w": torch.zeros(64)}, p), p.write_bytes(p.read_bytes()[:100])),
             "truncated or corrupt",
         ),
+        (
+            lambda p: torch.save(
+                {"part": NotACheckpointPart()}, p, _use_new_zipfile_serialization=False
+            ),
+            "it pickles an object no checkpoint holds: ",
+        ),
+        (
+            write_npz,  # the replay.npz beside a checkpoint, given by mistake
+            "a zip archive, but not one torch.save wrote)",
+        ),
     ],
-    ids=["text", "foreign-object", "truncated"],
+    ids=["text", "foreign-object", "truncated", "legacy-format-foreign-object", "npz"],
 )
 def test_an_unreadable_file_is_named_with_what_is_wrong_and_no_torch_advice(
     tmp_path, write, reason
@@ -431,5 +446,14 @@ def test_an_unreadable_file_is_named_with_what_is_wrong_and_no_torch_advice(
     message = str(refused.value)
     assert message.startswith(f"{path}: not a readable checkpoint (")
     assert reason in message and "checkpoint.pt and best.pt" in message
-    # torch's own text advises weights_only=False (arbitrary code): never passed on
-    assert "weights_only" not in message and "\n" not in message and len(message) < 300
+    # torch's own text advises loading with weights_only off (arbitrary code): never passed on
+    assert "Weights only" not in message and "trust" not in message
+    assert "\n" not in message and len(message) < 300
+
+
+def test_a_file_gone_between_the_two_reads_is_still_one_line(tmp_path):
+    from atari_speed.run.checkpoint import unreadable_because
+
+    gone = tmp_path / "gone.pt"  # torch.load failed, then the file went before the header read
+    reason = unreadable_because(gone, RuntimeError("PytorchStreamReader failed"))
+    assert "No such file or directory" in reason and "gone.pt" in reason
