@@ -233,13 +233,13 @@ def check_envs(variants: list[tuple[str, Preset]]) -> None:
     """Refuse, naming the variant, one whose pipeline file does not read or that the ale
     backend, asked for by name, cannot play: such a variant fails only when its envs are
     built, which in an ablation is after the variants before it have trained."""
-    from atari_speed.envs.pipeline import resolve_pipeline
+    from atari_speed.envs.pipeline import env_pipeline
     from atari_speed.envs.vector import ale_start_differs
 
     for name, preset in variants:
         env = preset.env
         try:
-            pipeline = resolve_pipeline(env.pipeline, env.image_backend or None)
+            pipeline = env_pipeline(env)
         except ConfigError as err:
             raise ConfigError(f"variant {name!r}: {err}") from None
         why = ale_start_differs(pipeline) if env.backend == "ale" else None

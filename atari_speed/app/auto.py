@@ -207,13 +207,13 @@ def _update_ms(
 def calibrate(machine: Machine, preset: Preset, seconds: float = 1.0) -> Machine:
     """Measure each env backend on the preset's pipeline and one SGD update (~5 s)."""
     from atari_speed.agent.networks import pick_device
-    from atari_speed.envs.pipeline import make_env, resolve_pipeline
+    from atari_speed.envs.pipeline import env_pipeline, make_env
     from atari_speed.envs.vector import VECTOR_BACKENDS
 
     if pick_device(preset.run.device).type != "cuda":
         machine.gpu = machine.gpu_memory_gb = None  # this run will not use it (--device cpu)
 
-    pipeline = resolve_pipeline(preset.env.pipeline, preset.env.image_backend or None)
+    pipeline = env_pipeline(preset.env)
     for backend in VECTOR_BACKENDS:
         try:
             machine.env_steps[backend] = _env_rate(preset, pipeline, backend, seconds)
@@ -235,7 +235,7 @@ def calibrate(machine: Machine, preset: Preset, seconds: float = 1.0) -> Machine
 def usable_backends(preset: Preset, machine: Machine) -> tuple[dict[str, float], str | None]:
     """The backends that work here and may run this preset, with their steps/s, and why
     the ale backend is set aside, if it is. Raises ConfigError if none is left."""
-    from atari_speed.envs.pipeline import resolve_pipeline
+    from atari_speed.envs.pipeline import env_pipeline
     from atari_speed.envs.vector import ale_start_differs
 
     env = preset.env
@@ -245,7 +245,7 @@ def usable_backends(preset: Preset, machine: Machine) -> tuple[dict[str, float],
     unusable = dict(machine.env_errors)
     set_aside = None
     if "ale" in working:
-        set_aside = ale_start_differs(resolve_pipeline(env.pipeline, env.image_backend or None))
+        set_aside = ale_start_differs(env_pipeline(env))
         if set_aside:
             unusable["ale"] = set_aside
             del working["ale"]

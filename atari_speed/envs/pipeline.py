@@ -25,13 +25,16 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
 from atari_speed.core.errors import ConfigError
 from atari_speed.envs import wrappers as w
 from atari_speed.envs.imaging import IMAGE_BACKENDS
+
+if TYPE_CHECKING:
+    from atari_speed.core.config import EnvConfig
 
 PIPELINE_DIR = Path(__file__).resolve().parents[2] / "wrappers"
 MAX_EPISODE_FRAMES = 108_000  # 30 minutes of play, as ALE's registered ids
@@ -186,6 +189,11 @@ def _resolve_stage(source: str, index: int, raw: Any, image_backend: str) -> dic
     if name == "WarpFrame" and resolved["backend"] is None:
         resolved["backend"] = image_backend
     return resolved
+
+
+def env_pipeline(env: EnvConfig) -> dict[str, Any]:
+    """A preset's pipeline, resolved with its ``env.image_backend`` (empty: the file's)."""
+    return resolve_pipeline(env.pipeline, env.image_backend or None)
 
 
 def resolve_pipeline(

@@ -16,7 +16,7 @@ import torch
 from atari_speed.agent.networks import pick_device
 from atari_speed.core.config import Preset, steps_budget
 from atari_speed.core.errors import ConfigError
-from atari_speed.envs.pipeline import make_env, resolve_game, resolve_pipeline
+from atari_speed.envs.pipeline import env_pipeline, make_env, resolve_game
 from atari_speed.envs.wrappers import emulator_sticky, noop_stage
 
 
@@ -113,7 +113,7 @@ def make_plan(preset: Preset, choices: dict[str, Any] | None = None) -> Plan:
     # run.amp is deprecated (run.precision replaces it); true still asks bf16 of a CUDA GPU
     amp = run.amp and device.type == "cuda" and torch.cuda.is_bf16_supported()
     bf16 = run.precision == "bf16" or amp
-    pipeline = resolve_pipeline(env.pipeline, env.image_backend or None)
+    pipeline = env_pipeline(env)
     probe = make_env(pipeline, env.game)
     obs_shape, actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
     try:
