@@ -13,7 +13,12 @@ from atari_speed.agent.networks import DQN
 from atari_speed.agent.replay import Batch
 from atari_speed.core.config import DQNConfig
 from atari_speed.core.errors import ConfigError
-from atari_speed.run.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from atari_speed.run.checkpoint import (
+    Checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    unreadable_because,
+)
 from atari_speed.run.checkpoint import digest as contents_digest
 
 
@@ -452,8 +457,6 @@ def test_an_unreadable_file_is_named_with_what_is_wrong_and_no_torch_advice(
 
 
 def test_a_file_gone_between_the_two_reads_is_still_one_line(tmp_path):
-    from atari_speed.run.checkpoint import unreadable_because
-
     gone = tmp_path / "gone.pt"  # torch.load failed, then the file went before the header read
     reason = unreadable_because(gone, RuntimeError("PytorchStreamReader failed"))
     assert "No such file or directory" in reason and "gone.pt" in reason

@@ -46,14 +46,14 @@ def test_pqn_trains_on_whole_rollouts(pqn_run):
     assert data.layer_norm and any(isinstance(m, torch.nn.GroupNorm) for m in net.modules())
 
 
-# the updates of each of 16 rollouts under pqn.updates_at_start=0.25, epsilon_steps=1024:
+# the updates of each of 16 rollouts under RISE (pqn.updates_at_start=0.25, epsilon_steps=1024):
 # rollout k ends at 64k agent steps, a quarter of its 4 updates at step 0, all at 1024
+RISE = ["--set", "pqn.updates_at_start=0.25", "--set", "explore.epsilon_steps=1024"]
 RISING_DUE = [max(1, round(4 * (0.25 + 0.75 * 64 * k / 1024))) for k in range(1, 17)]
 
 
 def test_the_updates_per_rollout_rise_while_epsilon_falls(tmp_path):
-    rise = ["--set", "pqn.updates_at_start=0.25", "--set", "explore.epsilon_steps=1024"]
-    out = train_here(*TINY, *rise, "--frames", "1024", "--run-dir", str(tmp_path))
+    out = train_here(*TINY, *RISE, "--frames", "1024", "--run-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert load_checkpoint(tmp_path / "checkpoint.pt").learner["updates"] == sum(RISING_DUE) < 64
 
@@ -61,8 +61,7 @@ def test_the_updates_per_rollout_rise_while_epsilon_falls(tmp_path):
 def test_a_resumed_run_makes_the_updates_the_uninterrupted_one_makes(tmp_path):
     # the factor follows the agent steps restored from the checkpoint, not the resumed
     # process's own count, so stopping halfway changes no rollout's updates
-    rise = ["--set", "pqn.updates_at_start=0.25", "--set", "explore.epsilon_steps=1024"]
-    first = train_here(*TINY, *rise, "--frames", "512", "--run-dir", str(tmp_path / "a"))
+    first = train_here(*TINY, *RISE, "--frames", "512", "--run-dir", str(tmp_path / "a"))
     assert first.returncode == 0, first.stderr
     args = ["--frames", "1024", "--run-dir", str(tmp_path / "b"), "--resume"]
     out = train_here(*TINY, *args, str(tmp_path / "a" / "checkpoint.pt"))
