@@ -74,7 +74,8 @@ class Actor:
     The vector env is reset with ``seed`` here; ``close()`` closes it. ``rng`` draws the
     exploration (the run's own in n-env mode, so a checkpoint carries it). With a profiler, its
     sections are ``action selection``, ``env step`` (split into the pipeline's stages
-    where they run in this process) and ``replay add``.
+    where they run in this process) and ``replay add``. ``bf16`` autocasts the forward
+    passes that choose the actions (``Plan.act_bf16``).
     """
 
     def __init__(
@@ -87,8 +88,10 @@ class Actor:
         rng: np.random.Generator,
         device: torch.device,
         prof: Profiler,
+        bf16: bool = False,
     ) -> None:
         self.venv, self.net, self.sink, self.cols = venv, net, sink, cols
+        self.bf16 = bf16
         # the network given, whose max_a Q the sink may reuse as targets (PQN's); ``net``
         # is what acts, which ``act_with`` may change
         self.own_net = net
@@ -118,7 +121,7 @@ class Actor:
             return
         randoms = self.rng.integers(0, most + 1, self.num_envs)
         for t in range(int(randoms.max())):
-            actions = act(self.net, self.obs, epsilon, self.actions, self.rng, self.device)[0]
+            actions = self._act(self.obs, epsilon)[0]
             actions, at_random = np.array(actions), randoms > t
             actions[at_random] = self.rng.integers(0, self.actions, int(at_random.sum()))
             self.obs, *_, infos = self.venv.step(actions)
@@ -158,14 +161,15 @@ class Actor:
             if t < steps:
                 playing = steps - phases <= t
                 actions[~playing] = 0
-                actions[playing] = act(
-                    self.net, self.obs[playing], epsilon, self.actions, self.rng, self.device
-                )[0]
+                actions[playing] = self._act(self.obs[playing], epsilon)[0]
                 self.obs, *_, infos = self.venv.step(actions.copy())
                 self._after_step(infos)  # a game shorter than its phase: the next one's
                 if on_step is not None:
                     on_step()
         self.unscored[:] = True
+
+    def _act(self, obs: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray | None]:
+        return act(self.net, obs, epsilon, self.actions, self.rng, self.device, self.bf16)
 
     def _after_step(self, infos: dict[str, Any]) -> None:
         """One step more into each env's game (none into a game that just began)."""
@@ -178,7 +182,7 @@ class Actor:
         PQN's actors alternate between two shared rollouts); the games it finished."""
         prof, sink = self.prof, self.sink if sink is None else sink
         with prof.section("action selection"):
-            actions, values = act(self.net, self.obs, epsilon, self.actions, self.rng, self.device)
+            actions, values = self._act(self.obs, epsilon)
         with prof.section("replay add"):
             # before step(), which overwrites obs in place
             sink.put_obs(self.obs, self.cols, values if self.net is self.own_net else None)

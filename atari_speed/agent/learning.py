@@ -59,6 +59,13 @@ def make_learner(
     dqn, channels_last = preset.dqn, preset.run.channels_last
     if dqn.algorithm == "pqn":
         return QLambdaLearner(
-            net, dqn, preset.pqn, device, bf16=bf16, prof=prof, channels_last=channels_last
+            net,
+            dqn,
+            preset.pqn,
+            device,
+            bf16=bf16,
+            prof=prof,
+            channels_last=channels_last,
+            act_bf16=bf16 and preset.run.act_bf16,
         )
     return Learner(net, dqn, device, channels_last=channels_last, bf16=bf16, prof=prof)

@@ -16,12 +16,14 @@ from atari_speed.envs.wrappers import NEW_GAME
 
 @torch.no_grad()
 def greedy_and_values(
-    net: nn.Module, obs: np.ndarray, device: torch.device
+    net: nn.Module, obs: np.ndarray, device: torch.device, bf16: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """argmax_a and max_a Q(s, a) of all envs' observations ``(N, k, H, W)`` uint8, from one
-    batched forward pass."""
+    batched forward pass; ``bf16`` autocasts it (run.act_bf16)."""
     x = torch.from_numpy(np.asarray(obs)).to(device, non_blocking=True)
-    best = net(x).float().max(dim=1)  # ties: the first maximal index, as argmax
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        q = net(x)
+    best = q.float().max(dim=1)  # ties: the first maximal index, as argmax
     return best.indices.cpu().numpy(), best.values.cpu().numpy()
 
 
@@ -40,13 +42,15 @@ def act(
     actions: int,
     rng: np.random.Generator,
     device: torch.device,
+    bf16: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Epsilon-greedy actions for a batch of observations ``(N, k, H, W)``, and max_a Q(s, a)
-    of each from the same forward pass; while epsilon is 1 (warm-up) every action is random,
-    so the forward pass is skipped and there are no values (None)."""
+    of each from the same forward pass (under bf16 autocast with ``bf16``); while epsilon is
+    1 (warm-up) every action is random, so the forward pass is skipped and there are no
+    values (None)."""
     if epsilon >= 1.0:
         return rng.integers(0, actions, len(obs)), None
-    greedy, values = greedy_and_values(net, obs, device)
+    greedy, values = greedy_and_values(net, obs, device, bf16)
     return epsilon_greedy(greedy, epsilon, actions, rng), values
 
 

@@ -29,7 +29,9 @@ INFERENCE_BATCH = 1024  # observations per no-grad forward pass while computing 
 class QLambdaLearner:
     """``learn(rollout, progress, rng)``: targets, then ``epochs`` x ``minibatches``
     SGD updates (``RolloutSchedule``). ``bf16`` autocasts the network's passes (the loss
-    stays fp32); ``channels_last`` keeps the conv weights channels-last."""
+    stays fp32); ``channels_last`` keeps the conv weights channels-last; ``act_bf16``: the
+    actor chooses actions under bf16 autocast, so the values it leaves in a rollout are
+    bf16's, and the last row's are computed as it would."""
 
     def __init__(
         self,
@@ -40,8 +42,10 @@ class QLambdaLearner:
         bf16: bool = False,
         prof: Profiler | None = None,
         channels_last: bool = False,
+        act_bf16: bool = False,
     ) -> None:
         self.cfg, self.pqn, self.device = cfg, pqn, device
+        self.act_bf16 = act_bf16
         self.net = net.to(device)
         self.channels_last = channels_last
         if channels_last:
@@ -90,8 +94,8 @@ class QLambdaLearner:
         steps, n, next_obs = rollout.steps, rollout.num_envs, rollout.next_obs
         acted = rollout.acted_values()
         if acted is not None:
-            # in the actor's precision (fp32), as the rest of these values
-            last = greedy_and_values(self.net, next_obs, self.device)[1]
+            # in the actor's precision, as the rest of these values
+            last = greedy_and_values(self.net, next_obs, self.device, self.act_bf16)[1]
             next_values = np.concatenate([acted, last[None]])
         else:
             values = self.max_q(

@@ -172,6 +172,13 @@ class RunConfig:
         "fp32",
         choices=("fp32", "bf16", "auto"),
     )
+    act_bf16: bool = doc(
+        "with bf16 (run.precision), the training envs' forward passes that choose their "
+        "actions autocast to bf16 too, and PQN's targets reuse the values they give; off, "
+        "they run in fp32. Evaluations and play.py act in fp32 either way. bf16 may pick "
+        "another greedy action where two actions' values are close (benchmarks/bf16_q.py)",
+        False,
+    )
     profile: bool = doc(
         "time every stage of the learner, its actor processes and env workers (train.py "
         "--profile; Ray actors are not profiled): a table at the end, profile.json and "

@@ -17,7 +17,15 @@ def run_nenv(run: Run) -> None:
         replay = run.new_replay(venv.num_envs)
         # The run's RNG explores too (as it samples): one stream, saved in checkpoints.
         actor = Actor(
-            venv, run.learner.net, replay, slice(None), preset.run.seed, run.rng, plan.device, prof
+            venv,
+            run.learner.net,
+            replay,
+            slice(None),
+            preset.run.seed,
+            run.rng,
+            plan.device,
+            prof,
+            bf16=plan.act_bf16,
         )
         run.start_actor(actor)
         with run.keep_replay(replay):

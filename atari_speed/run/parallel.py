@@ -90,6 +90,7 @@ class ActorProcess:
                 rng=np.random.default_rng(seed),
                 device=torch.device("cpu"),
                 prof=self.prof,
+                bf16=plan.act_bf16,
             )
         except BaseException:
             venv.close()

@@ -41,6 +41,11 @@ class Plan:
         return "n-env" if run.mode == "parallel" and run.actors == 0 else run.mode
 
     @property
+    def act_bf16(self) -> bool:
+        """The actors choose actions under bf16 autocast (run.act_bf16, with bf16)."""
+        return self.bf16 and self.preset.run.act_bf16
+
+    @property
     def actor_processes(self) -> int:
         return self.preset.run.actors if self.mode == "parallel" else 0
 

@@ -194,6 +194,7 @@ class RayActor:
             rng,
             torch.device("cpu"),
             Profiler(False),
+            bf16=plan.act_bf16,
         )
 
     def where(self) -> tuple[int, str]:

@@ -16,7 +16,15 @@ def run_pqn(run: Run) -> None:
     try:
         rollout = RolloutStore(venv.num_envs, preset.pqn.rollout, plan.obs_shape)
         actor = Actor(
-            venv, run.learner.net, rollout, slice(None), preset.run.seed, run.rng, plan.device, prof
+            venv,
+            run.learner.net,
+            rollout,
+            slice(None),
+            preset.run.seed,
+            run.rng,
+            plan.device,
+            prof,
+            bf16=plan.act_bf16,
         )
         run.start_actor(actor)
         prof.restart()

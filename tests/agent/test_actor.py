@@ -158,6 +158,25 @@ def test_actor_keeps_the_values_it_chose_by_in_a_rollout():
     assert rollout.acted_values() == pytest.approx(np.stack(expected))
 
 
+@pytest.mark.parametrize("bf16", [False, True])
+def test_an_actor_in_bf16_chooses_under_bf16_autocast_and_keeps_those_values(bf16):
+    rollout = RolloutStore(2, 3, (2, 1, 1))
+    net, rng = TinyQ(), np.random.default_rng(0)
+    dtypes: list[torch.dtype] = []
+    net.linear.register_forward_hook(lambda _, __, out: dtypes.append(out.dtype))
+    actor = Actor(
+        ScriptedVectorEnv(), net, rollout, slice(None), 0, rng, torch.device("cpu"), Profiler(), bf16
+    )
+    seen = []
+    for _ in range(3):
+        seen.append(actor.obs.copy())
+        actor.step(epsilon=0.0)
+    assert dtypes == [torch.bfloat16 if bf16 else torch.float32] * 3
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        expected = [net(torch.from_numpy(obs)).float().max(dim=1).values.numpy() for obs in seen]
+    assert rollout.values.tolist() == np.stack(expected).tolist()
+
+
 def test_an_actor_acting_with_another_network_leaves_its_values_out_of_the_rollout():
     # pqn.act_with_average: the average acts, and its max_a Q are not the learner's targets
     rollout = RolloutStore(2, 4, (2, 1, 1))

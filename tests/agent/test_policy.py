@@ -41,6 +41,28 @@ def test_greedy_and_values_are_the_argmax_and_max_of_each_row():
     assert net.calls == 1, "one batched forward pass"
 
 
+def test_greedy_and_values_in_bf16_are_the_networks_under_bf16_autocast():
+    # 1 + 2**-10 is exact in fp32 and rounds to 1 in bf16 (8 bits of mantissa): the values
+    # say which precision the forward pass ran in
+    net = nn.Linear(2, 2, bias=False)
+    with torch.no_grad():
+        net.weight.copy_(torch.tensor([[1.0 + 2**-10, 0.0], [0.0, 1.0]]))
+    obs = np.array([[1, 0], [0, 1]], np.uint8)
+    tofloat = nn.Sequential(Float(), net)
+    greedy, fp32 = greedy_and_values(tofloat, obs, CPU)
+    assert fp32.tolist() == [1.0 + 2**-10, 1.0] and fp32.dtype == np.float32
+    greedy_bf16, bf16 = greedy_and_values(tofloat, obs, CPU, bf16=True)
+    assert bf16.tolist() == [1.0, 1.0] and bf16.dtype == np.float32
+    assert greedy.tolist() == greedy_bf16.tolist() == [0, 1]
+    _, values = act(tofloat, obs, 0.0, 2, np.random.default_rng(0), CPU, bf16=True)
+    assert values.tolist() == [1.0, 1.0]
+
+
+class Float(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.float()
+
+
 def test_epsilon_greedy():
     rng = np.random.default_rng(0)
     greedy = np.full(10_000, 3)

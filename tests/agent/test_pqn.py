@@ -319,6 +319,24 @@ def test_bf16_autocasts_the_networks_passes_and_fp32_does_not(bf16):
             assert values.tolist() == learner().net(step_obs).max(dim=1).values.tolist()
 
 
+@pytest.mark.parametrize("act_bf16", [False, True])
+def test_the_last_rows_values_are_computed_in_the_actors_precision(act_bf16):
+    # the actor's values fill rows 1..T-1; the observation after the last row is evaluated
+    # here, as the actor would have: under bf16 autocast where it acts in bf16
+    rollout = filled_rollout(next_value=7)
+    torch.manual_seed(0)
+    net = DQN(SHAPE, 3, network="small", layer_norm=True)
+    cfg = DQNConfig(algorithm="pqn", learning_rate=1e-3, gamma=0.9, layer_norm=True)
+    pqn = QLambdaLearner(
+        net, cfg, PQNConfig(q_lambda=0.5), torch.device("cpu"), bf16=True, act_bf16=act_bf16
+    )
+    rollout.values[:] = 0.0
+    dtypes = []
+    pqn.net.conv[0].register_forward_hook(lambda _, __, out: dtypes.append(out.dtype))
+    pqn.targets(rollout)
+    assert dtypes[0] == (torch.bfloat16 if act_bf16 else torch.float32)
+
+
 def test_max_q_goes_over_any_number_of_observations_in_chunks():
     pqn = QLambdaLearner(Table(), DQNConfig(algorithm="pqn"), PQNConfig(), torch.device("cpu"))
     obs = (np.arange(2 * INFERENCE_BATCH + 5) % 256).astype(np.uint8).reshape(-1, 1, 1, 1)

@@ -30,3 +30,13 @@ def test_the_plan_converts_emulator_frames_with_its_pipelines_frame_skip(capsys)
 
 def test_a_pipeline_without_frame_skip_has_one_emulator_frame_per_step():
     assert frame_skip({"stages": [{"wrapper": "FrameStack", "k": 4}]}) == 1
+
+
+def test_the_actors_act_in_bf16_only_when_asked_and_the_run_is_in_bf16():
+    def plan(*overrides: str) -> bool:
+        preset = load_preset("pong-nenv", ["run.steps=700", "run.device='cpu'", *overrides])
+        return make_plan(preset).act_bf16
+
+    assert plan("run.precision='bf16'", "run.act_bf16=true")
+    assert not plan("run.precision='bf16'")  # off by default
+    assert not plan("run.precision='fp32'", "run.act_bf16=true")  # fp32 acts in fp32
