@@ -165,7 +165,15 @@ def test_an_actor_in_bf16_chooses_under_bf16_autocast_and_keeps_those_values(bf1
     dtypes: list[torch.dtype] = []
     net.linear.register_forward_hook(lambda _, __, out: dtypes.append(out.dtype))
     actor = Actor(
-        ScriptedVectorEnv(), net, rollout, slice(None), 0, rng, torch.device("cpu"), Profiler(), bf16
+        ScriptedVectorEnv(),
+        net,
+        rollout,
+        slice(None),
+        0,
+        rng,
+        torch.device("cpu"),
+        Profiler(),
+        bf16,
     )
     seen = []
     for _ in range(3):
