@@ -7,11 +7,13 @@ SGD update, and the minutes 10M emulator frames (2.5M agent steps) take at that 
     uv run benchmarks/atari_fps.py --rows fp32 "84x84 nature, auto" --games breakout
 
 Rows are the precision (``fp32``; ``auto``, which takes bf16 where one update measured at
-start is faster in it, and the table says what it took) and the frame size (42x42 frames
-through the ``small`` network, atari-fast as it is; 84x84 frames through Nature's network,
-the published PQN and DQN shape, ``wrappers/maxpool84.toml``). Games and rows alternate
-within each repetition, so a drifting machine spreads over all of them; each cell is the
-median over the repetitions. Nothing else should run meanwhile: FPS is wall time.
+start is faster in it, and the table says what it took; ``bf16``; ``bf16 acting``, in
+which the envs' actions are chosen in bf16 too: ``run.act_bf16``) and the frame size
+(42x42 frames through the ``small`` network, atari-fast as it is; 84x84 frames through
+Nature's network, the published PQN and DQN shape, ``wrappers/maxpool84.toml``). Games
+and rows alternate within each repetition, so a drifting machine spreads over all of
+them; each cell is the median over the repetitions. Nothing else should run meanwhile:
+FPS is wall time.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ ROWS: dict[str, list[str]] = {
     "auto": ["--set", "run.precision='auto'"],
     "84x84 nature, fp32": [*NATURE_84, "--set", "run.precision='fp32'"],
     "84x84 nature, auto": [*NATURE_84, "--set", "run.precision='auto'"],
+    "84x84 nature, bf16": [*NATURE_84, "--set", "run.precision='bf16'"],
+    "84x84 nature, bf16 acting": [
+        *NATURE_84,
+        *("--set", "run.precision='bf16'", "--set", "run.act_bf16=true"),
+    ],
 }
 
 
