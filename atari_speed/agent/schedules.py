@@ -51,11 +51,13 @@ def score_way(smoothed: float, start: float, stop: float) -> float:
 
 
 def schedule_score(preset: Preset, smoothed: float | None, greedy: float | None) -> float | None:
-    """The score that PQN's schedules falling with it follow: the smoothed training score,
-    or with ``pqn.follow_greedy``, while the last greedy evaluation's mean (``greedy``) is
-    at or above ``run.stop_reward``, at least the stop reward. The training games lag the
+    """The score that the schedules falling with it follow (PQN's learning rate and
+    updates, epsilon's fall, acting with the average): the smoothed training score, or
+    with ``pqn.follow_greedy``, while the last greedy evaluation's mean (``greedy``) is at
+    or above ``run.stop_reward``, at least the stop reward. The training games lag the
     agent (each game spans dozens of rollouts, the score averages dozens of games), so a
-    greedy agent that plays the game would keep moving at the rate of one that does not."""
+    greedy agent that plays the game would keep moving, and its training games keep being
+    played by the weights of the moment, as if it did not."""
     stop = preset.run.stop_reward
     if preset.pqn.follow_greedy and greedy is not None and greedy >= stop:
         return stop if smoothed is None else max(smoothed, stop)

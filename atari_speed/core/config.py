@@ -315,12 +315,13 @@ class PQNConfig:
         0.0,
     )
     follow_greedy: bool = doc(
-        "while the last greedy evaluation's mean is at or above run.stop_reward, the "
-        "learning rate and SGD updates that fall with the score (pqn.lr_at_stop, "
-        "pqn.updates_at_stop) take their values at run.stop_reward, however far the "
-        "smoothed training score lags: the greedy agent can play the game well before the "
-        "training games' score says so; an evaluation below it gives them back. Needs "
-        "evaluations (eval.every)",
+        "while the last greedy evaluation's mean is at or above run.stop_reward, what "
+        "falls with the smoothed score takes its value at run.stop_reward, however far "
+        "that score lags: the learning rate and SGD updates (pqn.lr_at_stop, "
+        "pqn.updates_at_stop), epsilon (explore.epsilon_at_stop) and acting with the "
+        "average (pqn.act_average_from), so the training games are the evaluated agent's. "
+        "The greedy agent can play the game well before the training games' score says "
+        "so; an evaluation below it gives them back. Needs evaluations (eval.every)",
         False,
     )
     act_with_average: bool = doc(

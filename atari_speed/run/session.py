@@ -125,7 +125,8 @@ class Run:
         return 1.0 - lr_factor(self.preset, self.frames, self.schedule_score())
 
     def schedule_score(self) -> float | None:
-        """The score PQN's learning rate and updates fall with (``schedule_score``)."""
+        """The score the schedules that fall with the score follow (``schedule_score``):
+        PQN's learning rate and updates, epsilon's fall and acting with the average."""
         smoothed, greedy = self.tracker.scores.smoothed, self.tracker.record.eval_reward
         return schedule_score(self.preset, smoothed, greedy)
 
@@ -138,10 +139,7 @@ class Run:
     @property
     def epsilon(self) -> float:
         return epsilon_at(
-            self.preset.explore,
-            self.frames,
-            self.tracker.scores.smoothed,
-            self.preset.run.stop_reward,
+            self.preset.explore, self.frames, self.schedule_score(), self.preset.run.stop_reward
         )
 
     @property
@@ -292,13 +290,14 @@ class Run:
 
     def choose_acting(self, actor: Actor | None = None) -> None:
         """n-env mode's actor (``actor``, else the one started) plays with the weights'
-        average while the smoothed score is at or above pqn.act_average_from
-        (``pqn.act_with_average``), else with the weights as they are."""
-        pqn, smoothed = self.preset.pqn, self.tracker.scores.smoothed
+        average while the smoothed score (``schedule_score``) is at or above
+        pqn.act_average_from (``pqn.act_with_average``), else with the weights as they
+        are."""
+        pqn, score = self.preset.pqn, self.schedule_score()
         actor = actor or self.actor
         if actor is None or self.average is None or not pqn.act_with_average:
             return
-        average = smoothed is not None and smoothed >= pqn.act_average_from
+        average = score is not None and score >= pqn.act_average_from
         actor.act_with(self.average.net if average else None)
 
     def start_average(self, checkpoint: Checkpoint | None) -> WeightAverage | None:

@@ -77,9 +77,11 @@ def test_a_runs_epsilon_follows_its_smoothed_score():
     preset = load_preset("pong-fast", ["explore.epsilon_final=0.01", *falls])
 
     def run_at(smoothed):
-        scores = SimpleNamespace(smoothed=smoothed)
-        tracker = SimpleNamespace(scores=scores)
-        return SimpleNamespace(preset=preset, frames=10**7, tracker=tracker)
+        scores, record = SimpleNamespace(smoothed=smoothed), SimpleNamespace(eval_reward=None)
+        tracker = SimpleNamespace(scores=scores, record=record)
+        run = SimpleNamespace(preset=preset, frames=10**7, tracker=tracker)
+        run.schedule_score = lambda: Run.schedule_score(run)
+        return run
 
     assert Run.epsilon.fget(run_at(None)) == pytest.approx(0.01)
     assert Run.epsilon.fget(run_at(9.0)) == pytest.approx(0.005)

@@ -993,6 +993,37 @@ def test_the_actor_plays_with_the_average_from_the_score_set_and_not_below(tmp_p
         run.lock.release()
 
 
+@pytest.mark.parametrize("follow", [False, True])
+def test_a_greedy_evaluation_at_the_stop_reward_has_the_evaluated_agent_play(tmp_path, follow):
+    # pqn.follow_greedy: from a greedy evaluation at run.stop_reward on, the training games
+    # are played as at the stop reward (the average, epsilon at explore.epsilon_at_stop),
+    # however far the smoothed score lags; an evaluation below it gives that back
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = ["run.envs=1", "run.mode='n-env'", f"pqn.follow_greedy={str(follow).lower()}"]
+    run = Run(make_plan(load_preset("pong-fast", [*overrides, *AUTO_OFF])), tmp_path / "a")
+    explore = run.preset.explore
+    acted_with: list[object] = []
+    run.actor = SimpleNamespace(act_with=acted_with.append)
+    run.learner.learn = lambda *_: None
+    try:
+        run.tracker.advance(explore.epsilon_steps)  # past the step schedule
+        run.tracker.scores.smoothed = 5.0  # below every score the preset's schedules use
+        for greedy in (None, 18.5, 17.0):
+            run.tracker.record.eval_reward = greedy
+            run.learn(None)
+            solved = follow and greedy == 18.5
+            expected = explore.epsilon_at_stop if solved else explore.epsilon_final
+            assert run.epsilon == pytest.approx(expected, abs=1e-12)
+        followed = [None, run.average.net if follow else None, None]
+        assert acted_with == followed
+    finally:
+        run.tracker.close()
+        run.lock.release()
+
+
 def test_a_resumed_run_brings_its_envs_back_with_the_network_it_acted_with(tmp_path):
     # the envs of a run that stopped while acting with the average are spread (or brought
     # back to their phases) by the average, as they were played
