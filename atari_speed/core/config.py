@@ -319,9 +319,10 @@ class PQNConfig:
         "falls with the smoothed score takes its value at run.stop_reward, however far "
         "that score lags: the learning rate and SGD updates (pqn.lr_at_stop, "
         "pqn.updates_at_stop), epsilon (explore.epsilon_at_stop) and acting with the "
-        "average (pqn.act_average_from), so the training games are the evaluated agent's. "
-        "The greedy agent can play the game well before the training games' score says "
-        "so; an evaluation below it gives them back. Needs evaluations (eval.every)",
+        "average (pqn.act_average_from); and where the evaluation played the weights' "
+        "average, the learner goes on from that average (its weights set to it). The "
+        "greedy agent can play the game well before the training games' score says so; an "
+        "evaluation below it gives the schedules back. Needs evaluations (eval.every)",
         False,
     )
     act_with_average: bool = doc(

@@ -416,6 +416,18 @@ class Run:
         )
         if best:
             self.checkpoint("best.pt", weights_only=True, net_state=evaluation.net_state)
+        self._go_on_from_average(evaluation, final)
+
+    def _go_on_from_average(self, evaluation: Evaluation, final: bool) -> None:
+        """``pqn.follow_greedy``: an average of the weights whose greedy evaluation reached
+        run.stop_reward becomes the learner's weights. The weights as they are wobble from
+        update to update around their average, and play worse than it; learning on from
+        them at the rate for a solved agent would bring the average down to them."""
+        stop = self.preset.run.stop_reward
+        if final or not (self.preset.pqn.follow_greedy and evaluation.average):
+            return
+        if evaluation.result() >= stop:
+            self.learner.net.load_state_dict(evaluation.net_state)
 
     def final_evaluation(self) -> None:
         """``eval.at_end``: once the loop has ended by itself, the evaluation in progress

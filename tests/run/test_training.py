@@ -1024,6 +1024,39 @@ def test_a_greedy_evaluation_at_the_stop_reward_has_the_evaluated_agent_play(tmp
         run.lock.release()
 
 
+@pytest.mark.parametrize(
+    ("follow", "average", "score", "adopted"),
+    [(True, True, 18.5, True), (True, True, 17.9, False), (True, False, 19.0, False),
+     (False, True, 19.0, False)],
+)  # fmt: skip
+def test_an_average_evaluated_at_the_stop_reward_becomes_the_learners_weights(
+    tmp_path, follow, average, score, adopted
+):
+    # pqn.follow_greedy: the weights' average that a greedy evaluation found at
+    # run.stop_reward is where the learner goes on from; not below it, not the weights as
+    # they are (nothing to adopt), not without the field
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = ["run.envs=1", "run.mode='n-env'", f"pqn.follow_greedy={str(follow).lower()}"]
+    run = Run(make_plan(load_preset("pong-fast", [*overrides, *AUTO_OFF])), tmp_path / "a")
+    before = {k: v.clone() for k, v in run.learner.net.state_dict().items()}
+    evaluated = {k: v + 1.0 if v.is_floating_point() else v for k, v in before.items()}
+    run.evaluation = SimpleNamespace(
+        result=lambda: score, frames=1000, seconds=1.0, cpu_seconds=1.0, scores=[score],
+        run_cpu_seconds=2.0, average=average, net_state=evaluated,
+    )  # fmt: skip
+    try:
+        run._record_evaluation()
+        want = evaluated if adopted else before
+        for key, value in run.learner.net.state_dict().items():
+            assert torch.equal(value, want[key]), key
+    finally:
+        run.tracker.close()
+        run.lock.release()
+
+
 def test_a_resumed_run_brings_its_envs_back_with_the_network_it_acted_with(tmp_path):
     # the envs of a run that stopped while acting with the average are spread (or brought
     # back to their phases) by the average, as they were played
