@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import gymnasium as gym
@@ -21,7 +22,9 @@ def greedy_and_values(
     """argmax_a and max_a Q(s, a) of all envs' observations ``(N, k, H, W)`` uint8, from one
     batched forward pass; ``bf16`` autocasts it (run.act_bf16)."""
     x = torch.from_numpy(np.asarray(obs)).to(device, non_blocking=True)
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+    # autocast only when asked: it refuses device types it does not know, even disabled
+    cast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+    with cast:
         q = net(x)
     best = q.float().max(dim=1)  # ties: the first maximal index, as argmax
     return best.indices.cpu().numpy(), best.values.cpu().numpy()
