@@ -152,7 +152,9 @@ def test_a_runs_learning_rate_follows_its_smoothed_score():
 
     from atari_speed.run.session import Run
 
-    preset = load_preset("pong-fast", ["pqn.lr_at_stop=0.2", "pqn.lr_score_from=0.0"])
+    preset = load_preset(
+        "pong-fast", ["pqn.lr_at_stop=0.2", "pqn.lr_score_from=0.0", "pqn.follow_greedy=false"]
+    )
 
     def run_at(smoothed, greedy=None, preset=preset):
         scores, record = SimpleNamespace(smoothed=smoothed), SimpleNamespace(eval_reward=greedy)
