@@ -11,22 +11,12 @@ def run_nenv(run: Run) -> None:
     """Step all envs once (one batched forward pass), make the updates that are due, and
     do the periodic chores; until the run is done. The replay is restored from a resumed
     run's replay.npz and saved on the way out."""
-    plan, preset, prof = run.plan, run.preset, run.prof
+    prof = run.prof
     venv = run.vector_env()
     try:
         replay = run.new_replay(venv.num_envs)
         # The run's RNG explores too (as it samples): one stream, saved in checkpoints.
-        actor = Actor(
-            venv,
-            run.learner.net,
-            replay,
-            slice(None),
-            preset.run.seed,
-            run.rng,
-            plan.device,
-            prof,
-            bf16=plan.act_bf16,
-        )
+        actor = run.new_actor(venv, replay)
         run.start_actor(actor)
         with run.keep_replay(replay):
             _loop(run, actor, replay)

@@ -3,7 +3,6 @@ then the learner trains on it and drops it."""
 
 from __future__ import annotations
 
-from atari_speed.agent.actor import Actor
 from atari_speed.agent.rollout import RolloutStore
 from atari_speed.run.session import Run
 
@@ -15,17 +14,7 @@ def run_pqn(run: Run) -> None:
     venv = run.vector_env()
     try:
         rollout = RolloutStore(venv.num_envs, preset.pqn.rollout, plan.obs_shape)
-        actor = Actor(
-            venv,
-            run.learner.net,
-            rollout,
-            slice(None),
-            preset.run.seed,
-            run.rng,
-            plan.device,
-            prof,
-            bf16=plan.act_bf16,
-        )
+        actor = run.new_actor(venv, rollout)
         run.start_actor(actor)
         prof.restart()
         while not run.done:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from atari_speed.agent.actor import Actor, Game
+from atari_speed.agent.actor import Actor, Game, Sink
 from atari_speed.agent.averaging import WeightAverage, plays_average
 from atari_speed.agent.learner import Replay
 from atari_speed.agent.learning import Learning, make_learner
@@ -287,6 +287,22 @@ class Run:
         if self.average is not None:
             self.average.update(self.learner.net, self.frames)
         self.choose_acting()
+
+    def new_actor(self, venv: VectorEnv, sink: Sink) -> Actor:
+        """n-env mode's one actor: every env of ``venv`` into ``sink``, with the learner's
+        network, the run's seed and RNG (one stream, saved in checkpoints)."""
+        plan = self.plan
+        return Actor(
+            venv,
+            self.learner.net,
+            sink,
+            slice(None),
+            self.preset.run.seed,
+            self.rng,
+            plan.device,
+            self.prof,
+            bf16=plan.act_bf16,
+        )
 
     def choose_acting(self, actor: Actor | None = None) -> None:
         """n-env mode's actor (``actor``, else the one started) plays with the weights'
