@@ -53,9 +53,11 @@ def make_learner(
     device: torch.device,
     bf16: bool = False,
     prof: Profiler | None = None,
+    act_bf16: bool = False,
 ) -> Learner | QLambdaLearner:
     """The preset's learner (``dqn.algorithm``) over ``net``, on ``device``; ``bf16``
-    autocasts its forward passes, ``prof`` times its phases."""
+    autocasts its forward passes, ``prof`` times its phases, ``act_bf16`` says PQN's actor
+    chooses in bf16 (``Plan.act_bf16``)."""
     dqn, channels_last = preset.dqn, preset.run.channels_last
     if dqn.algorithm == "pqn":
         return QLambdaLearner(
@@ -66,6 +68,6 @@ def make_learner(
             bf16=bf16,
             prof=prof,
             channels_last=channels_last,
-            act_bf16=bf16 and preset.run.act_bf16,
+            act_bf16=act_bf16,
         )
     return Learner(net, dqn, device, channels_last=channels_last, bf16=bf16, prof=prof)

@@ -70,7 +70,7 @@ class Run:
         torch.manual_seed(preset.run.seed)
         net = build_network(preset.dqn, plan.obs_shape, plan.actions)
         self.learner: Learning = make_learner(
-            preset, net, plan.device, bf16=plan.bf16, prof=self.prof
+            preset, net, plan.device, bf16=plan.bf16, prof=self.prof, act_bf16=plan.act_bf16
         )
         self.schedule = UpdateSchedule.of(preset)  # DQN's: what the replay loops ask
         self.rng = np.random.default_rng(preset.run.seed)

@@ -1057,6 +1057,22 @@ def test_an_average_evaluated_at_the_stop_reward_becomes_the_learners_weights(
         run.lock.release()
 
 
+@pytest.mark.parametrize("act_bf16", [False, True])
+def test_a_runs_learner_computes_values_in_the_precision_its_actor_chooses_in(tmp_path, act_bf16):
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = ["run.envs=1", "run.mode='n-env'", "env.backend='sync'", "run.precision='bf16'"]
+    overrides.append(f"run.act_bf16={str(act_bf16).lower()}")
+    run = Run(make_plan(load_preset("pong-fast", overrides)), tmp_path / "a")
+    try:
+        assert run.learner.act_bf16 is run.plan.act_bf16 is act_bf16
+    finally:
+        run.tracker.close()
+        run.lock.release()
+
+
 def test_a_resumed_run_brings_its_envs_back_with_the_network_it_acted_with(tmp_path):
     # the envs of a run that stopped while acting with the average are spread (or brought
     # back to their phases) by the average, as they were played
