@@ -325,6 +325,15 @@ class PQNConfig:
         "evaluation below it gives the schedules back. Needs evaluations (eval.every)",
         False,
     )
+    hold_at_greedy: bool = doc(
+        "with pqn.follow_greedy (without it, nothing): while the last greedy evaluation's "
+        "mean is at or above "
+        "run.stop_reward, the learner makes no SGD update and the weights (their average "
+        "too) are the ones that evaluation played, so the training games that the "
+        "stop rule scores are played by the agent it scored; no further evaluation is "
+        "made (it would play the same weights), the final one aside",
+        False,
+    )
     act_with_average: bool = doc(
         "while the smoothed training score is at or above pqn.act_average_from, the actor "
         "plays (the training games included) with the weights' moving average "

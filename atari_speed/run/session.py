@@ -131,6 +131,18 @@ class Run:
         return schedule_score(self.preset, smoothed, greedy)
 
     @property
+    def held(self) -> bool:
+        """``pqn.hold_at_greedy``: the last greedy evaluation played run.stop_reward, so the
+        learner holds the weights it played (no SGD update, no further evaluation)."""
+        pqn, greedy = self.preset.pqn, self.tracker.record.eval_reward
+        return (
+            pqn.follow_greedy
+            and pqn.hold_at_greedy
+            and greedy is not None
+            and greedy >= self.preset.run.stop_reward
+        )
+
+    @property
     def learning_rate(self) -> float:
         """The learner's rate now: PQN's follows ``lr_factor``; DQN's stays at its start."""
         rate = self.preset.dqn.learning_rate
@@ -280,12 +292,13 @@ class Run:
     def learn(self, source: Replay | RolloutStore) -> None:
         """Learn from what the actors filled: one SGD update on a batch sampled from DQN's
         replay, or PQN's epochs over a full rollout (``Learning.learn``)."""
-        score = self.schedule_score()
-        share = update_share(self.preset, self.frames, score)
-        eps = adam_eps(self.preset, score)
-        self.learner.learn(source, self.decay_progress(), self.rng, share, eps)
-        if self.average is not None:
-            self.average.update(self.learner.net, self.frames)
+        if not self.held:
+            score = self.schedule_score()
+            share = update_share(self.preset, self.frames, score)
+            eps = adam_eps(self.preset, score)
+            self.learner.learn(source, self.decay_progress(), self.rng, share, eps)
+            if self.average is not None:
+                self.average.update(self.learner.net, self.frames)
         self.choose_acting()
 
     def new_actor(self, venv: VectorEnv, sink: Sink) -> Actor:
@@ -375,6 +388,7 @@ class Run:
         ev = self.preset.eval
         if (
             evaluating(ev, self.tracker.scores.best_smoothed)
+            and not self.held
             and self.frames >= self.next_eval
             and self.evaluation is None
             and eval_cpu_allows(
@@ -438,11 +452,19 @@ class Run:
         """``pqn.follow_greedy``: an average of the weights whose greedy evaluation reached
         run.stop_reward becomes the learner's weights. The weights as they are wobble from
         update to update around their average, and play worse than it; learning on from
-        them at the rate for a solved agent would bring the average down to them."""
-        stop = self.preset.run.stop_reward
-        if final or not (self.preset.pqn.follow_greedy and evaluation.average):
+        them at the rate for a solved agent would bring the average down to them. With
+        ``pqn.hold_at_greedy`` the evaluated weights, the average's or not, become the
+        average too: the agent held is the one evaluated."""
+        pqn, stop = self.preset.pqn, self.preset.run.stop_reward
+        if final or not pqn.follow_greedy or evaluation.result() < stop:
             return
-        if evaluation.result() >= stop:
+        if pqn.hold_at_greedy:
+            self.learner.net.load_state_dict(evaluation.net_state)
+            if self.average is not None:
+                self.average.load_state_dict(
+                    {"weights": evaluation.net_state, "at": self.average.at}
+                )
+        elif evaluation.average:
             self.learner.net.load_state_dict(evaluation.net_state)
 
     def final_evaluation(self) -> None:

@@ -199,6 +199,7 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
         rng="rng",
         average=None,
         actor=None,
+        held=False,
     )
     run.choose_acting = lambda: Run.choose_acting(run)
     run.decay_progress = lambda: Run.decay_progress(run)
@@ -209,10 +210,10 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
     assert progress == pytest.approx(0.4) and share == pytest.approx(0.625)
     assert eps == pytest.approx(adam_eps(preset, 9.0)) and eps > preset.dqn.adam_eps
     assert Run.learning_rate.fget(run) == pytest.approx(preset.dqn.learning_rate * 0.6)
-    # with pqn.follow_greedy, a greedy evaluation at 18 gives the updates their share at 18
-    run.preset = load_preset(
-        "pong-fast", [*overrides, "pqn.follow_greedy=true", "eval.every=100000"]
-    )
+    # with pqn.follow_greedy (and learning on: no pqn.hold_at_greedy), a greedy
+    # evaluation at 18 gives the updates their share at 18
+    follow = ["pqn.follow_greedy=true", "pqn.hold_at_greedy=false", "eval.every=100000"]
+    run.preset = load_preset("pong-fast", [*overrides, *follow])
     run.tracker.record.eval_reward = 19.0
     calls.clear()
     Run.learn(run, "rollout")

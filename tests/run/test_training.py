@@ -1032,14 +1032,15 @@ def test_a_greedy_evaluation_at_the_stop_reward_has_the_evaluated_agent_play(tmp
 def test_an_average_evaluated_at_the_stop_reward_becomes_the_learners_weights(
     tmp_path, follow, average, score, adopted
 ):
-    # pqn.follow_greedy: the weights' average that a greedy evaluation found at
-    # run.stop_reward is where the learner goes on from; not below it, not the weights as
-    # they are (nothing to adopt), not without the field
+    # pqn.follow_greedy (learning on: no pqn.hold_at_greedy): the weights' average that a
+    # greedy evaluation found at run.stop_reward is where the learner goes on from; not
+    # below it, not the weights as they are (nothing to adopt), not without the field
     from atari_speed.core.config import load_preset
     from atari_speed.run.plan import make_plan
     from atari_speed.run.session import Run
 
-    overrides = ["run.envs=1", "run.mode='n-env'", f"pqn.follow_greedy={str(follow).lower()}"]
+    overrides = ["run.envs=1", "run.mode='n-env'", "pqn.hold_at_greedy=false"]
+    overrides.append(f"pqn.follow_greedy={str(follow).lower()}")
     run = Run(make_plan(load_preset("pong-fast", [*overrides, *AUTO_OFF])), tmp_path / "a")
     before = {k: v.clone() for k, v in run.learner.net.state_dict().items()}
     evaluated = {k: v + 1.0 if v.is_floating_point() else v for k, v in before.items()}
@@ -1052,6 +1053,59 @@ def test_an_average_evaluated_at_the_stop_reward_becomes_the_learners_weights(
         want = evaluated if adopted else before
         for key, value in run.learner.net.state_dict().items():
             assert torch.equal(value, want[key]), key
+    finally:
+        run.tracker.close()
+        run.lock.release()
+
+
+@pytest.mark.parametrize(
+    ("hold", "follow", "average", "score"),
+    [(True, True, False, 18.5), (True, True, True, 17.9), (False, True, True, 18.5),
+     (True, False, False, 18.5)],
+)  # fmt: skip
+def test_an_agent_evaluated_at_the_stop_reward_is_held_with_hold_at_greedy(
+    tmp_path, hold, follow, average, score
+):
+    # pqn.hold_at_greedy: from a greedy evaluation at run.stop_reward on, the learner and
+    # the average are the evaluated weights (an evaluation of the weights as they are
+    # too), no SGD update moves them and no evaluation starts; below it, or without
+    # pqn.follow_greedy, learning goes on
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = ["run.envs=1", "run.mode='n-env'", "eval.max_cpu_share=1.0"]
+    overrides.append(f"pqn.hold_at_greedy={str(hold).lower()}")
+    overrides.append(f"pqn.follow_greedy={str(follow).lower()}")
+    run = Run(make_plan(load_preset("pong-fast", [*overrides, *AUTO_OFF])), tmp_path / "a")
+    learned: list[object] = []
+    run.learner.learn = lambda *args: learned.append(args)
+    before = {k: v.clone() for k, v in run.learner.net.state_dict().items()}
+    evaluated = {k: v + 1.0 if v.is_floating_point() else v for k, v in before.items()}
+    run.evaluation = SimpleNamespace(
+        result=lambda: score, frames=1000, seconds=1.0, cpu_seconds=1.0, scores=[score],
+        run_cpu_seconds=2.0, average=average, net_state=evaluated,
+    )  # fmt: skip
+    try:
+        run._record_evaluation()
+        held = hold and follow and score >= run.preset.run.stop_reward
+        assert run.held is held
+        run.tracker.advance(run.preset.eval.every * 2)
+        run.tracker.scores.best_smoothed = run.tracker.scores.smoothed = 10.0
+        run.learn(None)
+        run._evaluate()
+        assert (run.evaluation is None) is held
+        if run.evaluation is not None:
+            run.evaluation.cancel()
+            run.evaluation = None
+        assert len(learned) == (0 if held else 1)
+        adopted = follow and average and score >= run.preset.run.stop_reward
+        want = evaluated if held or adopted else before
+        for key, value in run.learner.net.state_dict().items():
+            assert torch.equal(value, want[key]), key
+        if held:
+            for key, value in run.average.weights.items():
+                assert torch.equal(value, evaluated[key]), key
     finally:
         run.tracker.close()
         run.lock.release()
