@@ -326,12 +326,11 @@ class PQNConfig:
         False,
     )
     hold_at_greedy: bool = doc(
-        "with pqn.follow_greedy (without it, nothing): while the last greedy evaluation's "
-        "mean is at or above "
-        "run.stop_reward, the learner makes no SGD update and the weights (their average "
-        "too) are the ones that evaluation played, so the training games that the "
-        "stop rule scores are played by the agent it scored; no further evaluation is "
-        "made (it would play the same weights), the final one aside",
+        "PQN with pqn.follow_greedy (without either, nothing): while the last greedy "
+        "evaluation's mean is at or above run.stop_reward, the learner makes no SGD update "
+        "and the weights (their average too) are the ones that evaluation played, so the "
+        "training games that the stop rule scores are played by the agent it scored; no "
+        "further evaluation is made (it would play the same weights), the final one aside",
         False,
     )
     act_with_average: bool = doc(

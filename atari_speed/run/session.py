@@ -133,10 +133,12 @@ class Run:
     @property
     def held(self) -> bool:
         """``pqn.hold_at_greedy``: the last greedy evaluation played run.stop_reward, so the
-        learner holds the weights it played (no SGD update, no further evaluation)."""
+        learner holds the weights it played (no SGD update, no further evaluation). PQN
+        only: DQN's loops count the updates due per agent step and would pile them up."""
         pqn, greedy = self.preset.pqn, self.tracker.record.eval_reward
         return (
-            pqn.follow_greedy
+            self.preset.dqn.algorithm == "pqn"
+            and pqn.follow_greedy
             and pqn.hold_at_greedy
             and greedy is not None
             and greedy >= self.preset.run.stop_reward
@@ -144,7 +146,10 @@ class Run:
 
     @property
     def learning_rate(self) -> float:
-        """The learner's rate now: PQN's follows ``lr_factor``; DQN's stays at its start."""
+        """The learner's rate now: PQN's follows ``lr_factor`` (0 while ``held``); DQN's
+        stays at its start."""
+        if self.held:
+            return 0.0
         rate = self.preset.dqn.learning_rate
         return rate * (1.0 - self.decay_progress()) if self.preset.dqn.algorithm == "pqn" else rate
 

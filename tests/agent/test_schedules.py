@@ -229,6 +229,23 @@ def test_following_the_greedy_score_needs_evaluations():
         load_preset("pong-fast", ["pqn.follow_greedy=true", "eval.every=0"])
 
 
+def test_only_pqn_holds_the_greedy_agent():
+    # DQN's loops count the SGD updates due per agent step: held, they would pile up
+    from types import SimpleNamespace
+
+    from atari_speed.run.session import Run
+
+    overrides = ["pqn.follow_greedy=true", "pqn.hold_at_greedy=true", "eval.every=100000"]
+    for preset, held in (("pong-fast", True), ("pong-fast-dqn", False)):
+        record = SimpleNamespace(eval_reward=18.5)
+        run = SimpleNamespace(
+            preset=load_preset(preset, overrides), tracker=SimpleNamespace(record=record)
+        )
+        assert Run.held.fget(run) is held, preset
+        record.eval_reward = 17.5
+        assert Run.held.fget(run) is False, preset
+
+
 def test_per_actor_fixed_epsilons():
     spread = ExploreConfig(actor_base=0.4)
     eps = [actor_epsilon(spread, i, 4) for i in range(4)]
