@@ -1024,6 +1024,18 @@ def test_a_greedy_evaluation_at_the_stop_reward_has_the_evaluated_agent_play(tmp
         run.lock.release()
 
 
+def _evaluation_done(run, score: float, average: bool) -> tuple[dict, dict]:
+    """A finished evaluation of weights other than the learner's (each float + 1) that
+    scored ``score``, in ``run``: the learner's weights before it, and the evaluated."""
+    before = {k: v.clone() for k, v in run.learner.net.state_dict().items()}
+    evaluated = {k: v + 1.0 if v.is_floating_point() else v for k, v in before.items()}
+    run.evaluation = SimpleNamespace(
+        result=lambda: score, frames=1000, seconds=1.0, cpu_seconds=1.0, scores=[score],
+        run_cpu_seconds=2.0, average=average, net_state=evaluated,
+    )  # fmt: skip
+    return before, evaluated
+
+
 @pytest.mark.parametrize(
     ("follow", "average", "score", "adopted"),
     [(True, True, 18.5, True), (True, True, 17.9, False), (True, False, 19.0, False),
@@ -1042,12 +1054,7 @@ def test_an_average_evaluated_at_the_stop_reward_becomes_the_learners_weights(
     overrides = ["run.envs=1", "run.mode='n-env'", "pqn.hold_at_greedy=false"]
     overrides.append(f"pqn.follow_greedy={str(follow).lower()}")
     run = Run(make_plan(load_preset("pong-fast", [*overrides, *AUTO_OFF])), tmp_path / "a")
-    before = {k: v.clone() for k, v in run.learner.net.state_dict().items()}
-    evaluated = {k: v + 1.0 if v.is_floating_point() else v for k, v in before.items()}
-    run.evaluation = SimpleNamespace(
-        result=lambda: score, frames=1000, seconds=1.0, cpu_seconds=1.0, scores=[score],
-        run_cpu_seconds=2.0, average=average, net_state=evaluated,
-    )  # fmt: skip
+    before, evaluated = _evaluation_done(run, score, average)
     try:
         run._record_evaluation()
         want = evaluated if adopted else before
@@ -1080,12 +1087,7 @@ def test_an_agent_evaluated_at_the_stop_reward_is_held_with_hold_at_greedy(
     run = Run(make_plan(load_preset("pong-fast", [*overrides, *AUTO_OFF])), tmp_path / "a")
     learned: list[object] = []
     run.learner.learn = lambda *args: learned.append(args)
-    before = {k: v.clone() for k, v in run.learner.net.state_dict().items()}
-    evaluated = {k: v + 1.0 if v.is_floating_point() else v for k, v in before.items()}
-    run.evaluation = SimpleNamespace(
-        result=lambda: score, frames=1000, seconds=1.0, cpu_seconds=1.0, scores=[score],
-        run_cpu_seconds=2.0, average=average, net_state=evaluated,
-    )  # fmt: skip
+    before, evaluated = _evaluation_done(run, score, average)
     try:
         run._record_evaluation()
         held = hold and follow and score >= run.preset.run.stop_reward
