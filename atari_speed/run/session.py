@@ -463,14 +463,11 @@ class Run:
         pqn, stop = self.preset.pqn, self.preset.run.stop_reward
         if final or not pqn.follow_greedy or evaluation.result() < stop:
             return
-        if pqn.hold_at_greedy:
+        if pqn.hold_at_greedy or evaluation.average:
             self.learner.net.load_state_dict(evaluation.net_state)
-            if self.average is not None:
-                self.average.load_state_dict(
-                    {"weights": evaluation.net_state, "at": self.average.at}
-                )
-        elif evaluation.average:
-            self.learner.net.load_state_dict(evaluation.net_state)
+        if pqn.hold_at_greedy and self.average is not None:
+            # in place: the average's weights are its network's tensors
+            self.average.net.load_state_dict(evaluation.net_state)
 
     def final_evaluation(self) -> None:
         """``eval.at_end``: once the loop has ended by itself, the evaluation in progress
