@@ -15,13 +15,13 @@ optimizer, copies) are bound by memory traffic and overheads instead.
     uv run benchmarks/roofline.py --eval-beside    # the learner beside an evaluation
     uv run benchmarks/roofline.py --network nature --act 128   # atari-84's update and acting
 
-``--levers`` times today's update against torch.compile of the network, in-place ReLUs
-and NCHW weights and frames, interleaved, in fp32 and (on a CPU with bf16 units) under
-bf16 autocast. ``--eval-beside`` runs the learner alone, then
-beside a thread playing greedy games as pong-fast's evaluation does (10 games side by
-side, one batched forward pass a step), at the process's threads, at one thread while
-the games play, and with the games' thread at the lowest priority (nice 19), and says the
-games' agent steps a second in each.
+``--levers`` times today's update against torch.compile of the network, in-place ReLUs,
+NCHW weights and frames, and the frames scaled in fp32 as the network once did,
+interleaved, in fp32 and (on a CPU with bf16 units) under bf16 autocast.
+``--eval-beside`` runs the learner alone, then beside a thread playing greedy games as
+pong-fast's evaluation does (10 games side by side, one batched forward pass a step), at
+the process's threads, at one thread while the games play, and with the games' thread at
+the lowest priority (nice 19), and says the games' agent steps a second in each.
 
 Run it on an otherwise idle machine: every figure is a median of ``--reps`` windows.
 """
@@ -34,6 +34,7 @@ import os
 import statistics
 import threading
 import time
+import types
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -42,7 +43,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from atari_speed.agent.networks import DQN
+from atari_speed.agent.networks import DQN, _fp32_out
 from atari_speed.agent.pqn import QLambdaLearner
 from atari_speed.app.auto import cpu_info
 from atari_speed.core.config import DQNConfig, PQNConfig
@@ -234,6 +235,12 @@ def levers(reps: int, updates: int, network: str = "small", bf16: bool = False) 
     nchw = learner(bf16, network)
     nchw.net.to(memory_format=torch.contiguous_format)
     rows["weights and frames NCHW"] = (nchw, obs.contiguous())
+    fp32_frames = learner(bf16, network)
+    fp32_frames.net.forward = types.MethodType(forward_fp32_frames, fp32_frames.net)
+    rows["frames scaled in fp32, then cast by autocast (the network before)"] = (
+        fp32_frames,
+        obs,
+    )
     times: dict[str, list[float]] = {name: [] for name in rows}
     for _ in range(reps):
         for name, (pqn, frames) in rows.items():
@@ -244,6 +251,13 @@ def levers(reps: int, updates: int, network: str = "small", bf16: bool = False) 
     for name, values in times.items():
         ms = statistics.median(values)
         print(f"| {name} | {ms:.1f} | {first / ms:.2f}x |")
+
+
+def forward_fp32_frames(net: DQN, x: torch.Tensor) -> torch.Tensor:
+    """``DQN.forward`` (no dueling) as it was before the frames reached the first conv in
+    autocast's dtype: scaled in fp32, then cast again by autocast at the first conv."""
+    x = x.contiguous(memory_format=torch.channels_last)
+    return _fp32_out(net.head, net.conv(x.float() / 255.0))
 
 
 def eval_beside(threads: int, seconds: float) -> None:

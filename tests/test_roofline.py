@@ -87,3 +87,14 @@ def test_with_bf16_units_acting_is_timed_in_both_precisions(monkeypatch, capsys)
     assert re.search(r"\d+\.\d ms, \d+\.\d\dx fp32's speed", line)
     assert out.count("| part | ms per update |") == 2
     assert "of the bf16 matmul ceiling |" in out
+
+
+def test_the_fp32_frames_lever_is_the_same_network_the_old_way():
+    """The lever row times the network as it scaled its frames before: same output, so
+    only the time differs."""
+    pqn = roofline.learner(bf16=True, network="small")
+    obs = roofline.minibatch("small")[0][:8]
+    with pqn.autocast():
+        today = pqn.net(obs)
+        before = roofline.forward_fp32_frames(pqn.net, obs)
+    torch.testing.assert_close(today, before, rtol=0, atol=0)

@@ -70,11 +70,24 @@ class DQN(nn.Module):
             # layout buys (benchmarks/sgd_step.py --pqn measures both). Converting here
             # copies uint8, a quarter of the bytes of the float input.
             x = x.contiguous(memory_format=torch.channels_last)
-        features = self.conv(x.float() / 255.0)
+        features = self.conv(_scaled(x))
         adv = _fp32_out(self.head, features)
         if not self.dueling:
             return adv
         return _fp32_out(self.value, features) + adv - adv.mean(dim=1, keepdim=True)
+
+
+def _scaled(frames: torch.Tensor) -> torch.Tensor:
+    """uint8 frames as floats in [0, 1], in the dtype the first conv computes in: under
+    autocast that is autocast's dtype, so the frames, an update's largest tensor, are not
+    made fp32 and then cast again (on a CPU with AMX those two passes were a large part
+    of a bf16 update: docs/roofline.md). The values are autocast's own: the integers
+    0-255 are exact in bf16 and the division rounds once either way. A copy, so that a
+    float input is never divided in place."""
+    device = frames.device.type
+    on = torch.is_autocast_enabled(device)
+    dtype = torch.get_autocast_dtype(device) if on else torch.float32
+    return frames.to(dtype, copy=True).div_(255.0)
 
 
 def _fp32_out(mlp: nn.Sequential, features: torch.Tensor) -> torch.Tensor:
