@@ -28,12 +28,15 @@ def test_atari_fast_spends_10m_emulator_frames_and_has_no_solved_score():
 
 
 def test_atari_84_is_atari_fast_at_84x84_with_natures_network():
-    # docs/atari.md compares the two as differing in frames and network only: a value
-    # changed in one preset and not the other would make that comparison wrong
+    # docs/atari.md compares the two as differing in frames, network and the precision the
+    # envs act in only: a value changed in one preset and not the other would make that
+    # comparison wrong
     fast = load_preset("atari-fast").to_dict()
     big = load_preset("atari-84").to_dict()
     assert (big["env"]["pipeline"], big["dqn"]["network"]) == ("maxpool84", "nature")
+    assert big["run"]["act_bf16"] and not fast["run"]["act_bf16"]
     big["env"]["pipeline"], big["dqn"]["network"] = fast["env"]["pipeline"], fast["dqn"]["network"]
+    big["run"]["act_bf16"] = False
     big["name"] = fast["name"]
     assert big == fast
 
