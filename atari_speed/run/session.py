@@ -131,7 +131,7 @@ class Run:
         return schedule_score(self.preset, smoothed, greedy)
 
     @property
-    def held(self) -> bool:
+    def holds_greedy(self) -> bool:
         """``pqn.hold_at_greedy``: the last greedy evaluation played run.stop_reward, so the
         learner holds the weights it played (no SGD update, no further evaluation). PQN
         only: DQN's loops count the updates due per agent step and would pile them up."""
@@ -146,9 +146,9 @@ class Run:
 
     @property
     def learning_rate(self) -> float:
-        """The learner's rate now: PQN's follows ``lr_factor`` (0 while ``held``); DQN's
+        """The learner's rate now: PQN's follows ``lr_factor`` (0 while ``holds_greedy``); DQN's
         stays at its start."""
-        if self.held:
+        if self.holds_greedy:
             return 0.0
         rate = self.preset.dqn.learning_rate
         return rate * (1.0 - self.decay_progress()) if self.preset.dqn.algorithm == "pqn" else rate
@@ -297,7 +297,7 @@ class Run:
     def learn(self, source: Replay | RolloutStore) -> None:
         """Learn from what the actors filled: one SGD update on a batch sampled from DQN's
         replay, or PQN's epochs over a full rollout (``Learning.learn``)."""
-        if not self.held:
+        if not self.holds_greedy:
             score = self.schedule_score()
             share = update_share(self.preset, self.frames, score)
             eps = adam_eps(self.preset, score)
@@ -393,7 +393,7 @@ class Run:
         ev = self.preset.eval
         if (
             evaluating(ev, self.tracker.scores.best_smoothed)
-            and not self.held
+            and not self.holds_greedy
             and self.frames >= self.next_eval
             and self.evaluation is None
             and eval_cpu_allows(

@@ -199,7 +199,7 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
         rng="rng",
         average=None,
         actor=None,
-        held=False,
+        holds_greedy=False,
     )
     run.choose_acting = lambda: Run.choose_acting(run)
     run.decay_progress = lambda: Run.decay_progress(run)
@@ -241,9 +241,9 @@ def test_only_pqn_holds_the_greedy_agent():
         run = SimpleNamespace(
             preset=load_preset(preset, overrides), tracker=SimpleNamespace(record=record)
         )
-        assert Run.held.fget(run) is held, preset
+        assert Run.holds_greedy.fget(run) is held, preset
         record.eval_reward = 17.5
-        assert Run.held.fget(run) is False, preset
+        assert Run.holds_greedy.fget(run) is False, preset
 
 
 def test_per_actor_fixed_epsilons():

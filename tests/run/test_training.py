@@ -1091,7 +1091,7 @@ def test_an_agent_evaluated_at_the_stop_reward_is_held_with_hold_at_greedy(
     try:
         run._record_evaluation()
         held = hold and follow and score >= run.preset.run.stop_reward
-        assert run.held is held
+        assert run.holds_greedy is held
         assert (run.learning_rate == 0.0) is held
         run.tracker.advance(run.preset.eval.every * 2)
         run.tracker.scores.best_smoothed = run.tracker.scores.smoothed = 10.0
