@@ -15,7 +15,10 @@ every env stepped until the longest game ends): whether a faster env would make 
 evaluation cheaper. ``--backend every-start`` plays what ``eval.every_start`` plays: one
 greedy game from every start, those that meet played once (``--episodes`` is unused).
 ``--backend ale --episodes 40 --reps 1`` is also the quick way to see how many of 40 game
-starts a snapshot loses. ``--as-run`` plays, once, the games the run's
+starts a snapshot loses. ``--threads 1 --kept`` plays every start as a run's evaluation
+thread does: its forward passes on one thread, the envs made by the first evaluation and
+played again by the rest (``KeptEnvs``; the median of three leaves the making out).
+``--as-run`` plays, once, the games the run's
 own evaluation of the checkpoint's weights plays (its seeds, epsilon and eval.max_frames):
 what ``eval.at_end`` scores for the final weights of a run from before it, given its
 checkpoint.pt (one game from every start where the run had ``eval.every_start``). A
@@ -39,6 +42,7 @@ from atari_speed.envs.pipeline import make_env
 from atari_speed.envs.vector import make_vector_env
 from atari_speed.run.checkpoint import load_checkpoint
 from atari_speed.run.evaluation import (
+    KeptEnvs,
     evaluation_envs,
     evaluation_seed,
     play_every_start,
@@ -115,7 +119,22 @@ def main() -> None:
         action="store_true",
         help="once, the games the run's own evaluation of these weights plays",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads for the games' forward passes (0: torch's default; a run's "
+        "evaluation thread uses 1)",
+    )
+    parser.add_argument(
+        "--kept",
+        action="store_true",
+        help="every-start: one set of envs for every evaluation, as a run keeps them",
+    )
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    kept = KeptEnvs() if args.kept else None
     ckpt = load_checkpoint(args.checkpoint)
     # as run: the weights its evaluations would play here (Checkpoint.policy)
     net = ckpt.policy(torch.device("cpu"), evaluated=args.as_run)
@@ -129,7 +148,7 @@ def main() -> None:
             scores, mean = play_as_run(ckpt, net, args.episodes)
             print(f"agent step {ckpt.frames:,}: games {scores}")
         elif args.backend == "every-start":
-            played = play_every_start(ckpt.pipeline, ckpt.game, net, max_frames)
+            played = play_every_start(ckpt.pipeline, ckpt.game, net, max_frames, kept=kept)
             scores, mean, games = played["scores"], played["mean"], "starts, weighted as drawn"
         elif args.backend == "ale":
             try:
@@ -154,6 +173,8 @@ def main() -> None:
             f"({lost_line(scores)}), {cpu:.1f} CPU s ({wall:.1f} s wall), "
             f"{cpu / budget:.1%} of training's {budget:.0f} CPU s per {args.every:,} agent steps"
         )
+    if kept is not None:
+        kept.close()
     median = statistics.median(costs)
     print(
         f"median: {median:.1f} CPU s per evaluation = {median / budget:.1%} of training's CPU "

@@ -242,6 +242,39 @@ def probe_starts(pipeline: dict[str, Any], game: str) -> tuple[dict[int, float],
         probe.close()
 
 
+class KeptEnvs:
+    """What a run's every-start evaluations play on, made by the first and kept for the
+    rest: the starts (a probe env's) and, without sticky actions, one env a start. Making
+    an env loads the game's ROM, more than a quarter of an every-start evaluation's CPU,
+    and without sticky actions the envs are unseeded and each game is a new one
+    (``new_game``), so an env that played before plays the same game. With sticky actions
+    each evaluation seeds envs of its own. One evaluation at a time plays them; ``close``
+    once none does."""
+
+    def __init__(self) -> None:
+        self.probed: tuple[dict[int, float], float] | None = None
+        self.envs: list[gym.Env] = []
+
+    def starts(self, pipeline: dict[str, Any], game: str) -> tuple[dict[int, float], float]:
+        """``probe_starts``, probed once."""
+        if self.probed is None:
+            self.probed = probe_starts(pipeline, game)
+        return self.probed
+
+    def exact_envs(
+        self, pipeline: dict[str, Any], game: str, count: int, max_frames: int
+    ) -> list[gym.Env]:
+        """``count`` unseeded envs, made the first time."""
+        if not self.envs:
+            self.envs = evaluation_envs(pipeline, game, count, None, max_frames)
+        return self.envs
+
+    def close(self) -> None:
+        envs, self.envs = self.envs, []
+        for env in envs:
+            env.close()
+
+
 def play_every_start(
     pipeline: dict[str, Any],
     game: str,
@@ -251,6 +284,7 @@ def play_every_start(
     device: torch.device | None = None,
     stop: threading.Event | None = None,
     merge: bool = True,
+    kept: KeptEnvs | None = None,
 ) -> dict[str, Any]:
     """One greedy game of ``net`` from each start NoopReset can give, side by side (with
     sticky actions, env i seeded ``seed + i``): the NOOP frames of each start, its
@@ -258,14 +292,19 @@ def play_every_start(
     whether these are the only games the agent can play (no sticky actions: then the mean
     is its expected greedy score, exactly, and games that meet are played once:
     ``play_merging``; ``merge=False`` plays every game out). ``stop`` ends play early,
-    with no scores and a mean of nan. ConfigError for a pipeline without NoopReset."""
-    starts, sticky = probe_starts(pipeline, game)
+    with no scores and a mean of nan; ``kept``: the starts and envs of the evaluations
+    before, left open (``KeptEnvs``). ConfigError for a pipeline without NoopReset."""
+    starts, sticky = kept.starts(pipeline, game) if kept else probe_starts(pipeline, game)
     exact = sticky == 0.0
     device = device or torch.device("cpu")
     options = [{NOOPS: n} for n in starts]
     # no sticky actions: the emulator draws no random numbers, and unseeded envs are made
     # for less (make_env)
-    envs = evaluation_envs(pipeline, game, len(starts), None if exact else seed, max_frames)
+    if kept is not None and exact:
+        envs, keep = kept.exact_envs(pipeline, game, len(starts), max_frames), True
+    else:
+        envs = evaluation_envs(pipeline, game, len(starts), None if exact else seed, max_frames)
+        keep = False
     try:
         if exact and merge:
             scores, steps = play_merging(envs, net, device, options, max_frames, stop)
@@ -274,8 +313,9 @@ def play_every_start(
             scores = play_side_by_side(envs, net, device, 0.0, rng, stop, options)
             steps = sum(env.recorder.agent_steps for env in envs)  # type: ignore[attr-defined]
     finally:
-        for env in envs:
-            env.close()
+        if not keep:
+            for env in envs:
+                env.close()
     weights = np.array(list(starts.values()))
     whole = len(scores) == len(starts)
     return {
@@ -293,7 +333,8 @@ class Evaluation:
     a snapshot of ``weights`` (a network's state dict: the online network's, or their
     average: ``average``) in a background thread, so the loop (and in parallel mode, the
     learner) never waits for it. ``frames``, ``seconds`` and ``run_cpu_seconds`` (the
-    run's CPU time) say when the snapshot was taken: the score is of the weights then."""
+    run's CPU time) say when the snapshot was taken: the score is of the weights then.
+    ``kept``: the envs the run's every-start evaluations play again (``KeptEnvs``)."""
 
     def __init__(
         self,
@@ -303,6 +344,7 @@ class Evaluation:
         seconds: float = 0.0,
         run_cpu_seconds: float | None = None,
         average: bool = False,
+        kept: KeptEnvs | None = None,
     ) -> None:
         ev = plan.preset.eval
         self.frames, self.seconds, self.run_cpu_seconds = frames, seconds, run_cpu_seconds
@@ -320,12 +362,23 @@ class Evaluation:
 
         def play() -> None:
             start = time.thread_time()
+            # Its forward passes are of a few observations; a team of torch's threads of
+            # its own would spin beside training's on the same cores, CPU that this
+            # thread's time leaves out. Per thread: training's threads are unchanged.
+            torch.set_num_threads(1)
             envs: list[gym.Env] = []
             game = plan.preset.env.game
             try:
                 if ev.every_start:
                     played = play_every_start(
-                        plan.pipeline, game, snapshot, ev.max_frames, seed, plan.device, self.stop
+                        plan.pipeline,
+                        game,
+                        snapshot,
+                        ev.max_frames,
+                        seed,
+                        plan.device,
+                        self.stop,
+                        kept=kept,
                     )
                     self.scores, self.mean = played["scores"], played["mean"]
                     return

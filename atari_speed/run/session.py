@@ -45,6 +45,7 @@ from atari_speed.run.checkpoint import (
 )
 from atari_speed.run.evaluation import (
     Evaluation,
+    KeptEnvs,
     eval_cpu_allows,
     evaluating,
     from_reward_reached,
@@ -102,6 +103,7 @@ class Run:
         self.next_eval = self.frames + preset.eval.every
         self.next_replay_save = self.frames + preset.run.replay_save_every
         self.evaluation: Evaluation | None = None
+        self.eval_envs = KeptEnvs()  # every-start evaluations' envs, made once
 
     def vector_env(self) -> VectorEnv:
         """The plan's envs (``run.envs`` of them) on its backend, timed under --profile."""
@@ -434,7 +436,18 @@ class Run:
             self.tracker.seconds,
             self.tracker.cpu_seconds,
             average=average,
+            kept=self.eval_envs,
         )
+
+    def end_evaluations(self) -> None:
+        """Stop the evaluation in progress, if any, and close the envs evaluations kept,
+        unless its thread outlived the wait (its games would step closed emulators; the
+        process's exit reclaims them)."""
+        if self.evaluation is not None:
+            self.evaluation.cancel()
+            if not self.evaluation.finished():
+                return
+        self.eval_envs.close()
 
     def _record_evaluation(self, final: bool = False) -> None:
         evaluation, self.evaluation = self.evaluation, None

@@ -109,9 +109,7 @@ def finish(run: Run, failing: bool) -> dict[str, dict[str, Any]] | None:
         nonlocal profile
         profile = write_profile(run)
 
-    steps: list[Callable[[], Any]] = [run.checkpoint]
-    if run.evaluation is not None:
-        steps.insert(0, run.evaluation.cancel)
+    steps: list[Callable[[], Any]] = [run.end_evaluations, run.checkpoint]
     if run.prof.enabled:
         steps.append(save_profile)
     steps.append(run.tracker.close)

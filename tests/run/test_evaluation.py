@@ -14,6 +14,7 @@ from atari_speed.agent.networks import DQN
 from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import resolve_pipeline
 from atari_speed.run.evaluation import (
+    KeptEnvs,
     evaluation_envs,
     new_game,
     play_every_start,
@@ -286,6 +287,83 @@ def test_a_merged_game_is_cut_at_its_own_frames_not_at_the_game_it_goes_on_as(ah
         assert merged == whole, max_frames
         # the starts' paths are one: it is played about once
         assert steps < 100 + 3 * len(starts)
+
+
+def _counting(monkeypatch, name: str) -> list:
+    """Each call of run.evaluation's function ``name`` from here on, by its arguments."""
+    from atari_speed.run import evaluation as evaluation_module
+
+    calls, real = [], getattr(evaluation_module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation_module, name, counted)
+    return calls
+
+
+def test_kept_envs_are_made_once_and_play_what_new_envs_play(monkeypatch):
+    # A run's every-start evaluations play again on the envs the first made: the same games
+    # (each a new game, whatever the env played before), no ROM loaded after the first.
+    torch.manual_seed(0)
+    net = DQN((4, 42, 42), 6, network="small", layer_norm=True).eval()
+    new = play_every_start(small_pipeline(3), "pong", net, max_frames=2000)
+    made, probed = _counting(monkeypatch, "evaluation_envs"), _counting(monkeypatch, "probe_starts")
+    kept = KeptEnvs()
+    first = play_every_start(small_pipeline(3), "pong", net, max_frames=2000, kept=kept)
+    envs = list(kept.envs)
+    second = play_every_start(small_pipeline(3), "pong", net, max_frames=2000, kept=kept)
+    assert first["scores"] == second["scores"] == new["scores"]
+    assert first["mean"] == second["mean"] == new["mean"]
+    assert len(made) == 1 and len(probed) == 1, "made and probed by the first only"
+    assert len(envs) == 2 and all(a is b for a, b in zip(kept.envs, envs, strict=True))
+    closed = []
+    for env in envs:
+        env.close = lambda env=env, close=env.close: (closed.append(env), close())
+    kept.close()
+    assert kept.envs == [] and len(closed) == 2
+    # sticky actions: each evaluation seeds envs of its own and closes them
+    sticky = KeptEnvs()
+    for _ in range(2):
+        play_every_start(small_pipeline(2, sticky=0.25), "pong", net, max_frames=200, kept=sticky)
+    assert sticky.envs == [] and len(made) == 3
+
+
+def test_an_evaluation_plays_on_one_torch_thread_and_leaves_trainings_alone(monkeypatch):
+    # A team of torch's threads of the evaluation's own would spin beside training's on
+    # the same cores, uncounted; and training's own thread count must not change.
+    from atari_speed.agent.networks import build_network
+    from atari_speed.core.config import load_preset
+    from atari_speed.run import evaluation as evaluation_module
+    from atari_speed.run.evaluation import Evaluation
+    from atari_speed.run.plan import make_plan
+
+    overrides = [
+        "run.envs=1", "eval.every_start=true", "eval.epsilon=0.0", "eval.max_frames=600",
+        "env.pipeline='small'",
+    ]  # fmt: skip
+    plan = make_plan(load_preset("pong-nenv", overrides))
+    net = build_network(plan.preset.dqn, plan.obs_shape, plan.actions)
+    seen = []
+
+    def play_merging(envs, net, device, options, max_frames, stop=None):
+        seen.append((torch.get_num_threads(), envs))
+        return [0.0] * len(envs), 0
+
+    monkeypatch.setattr(evaluation_module, "play_merging", play_merging)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    kept = KeptEnvs()
+    try:
+        for _ in range(2):
+            Evaluation(plan, net.state_dict(), frames=10, kept=kept).wait()
+        assert torch.get_num_threads() == 2, "training's threads as they were"
+    finally:
+        torch.set_num_threads(before)
+        kept.close()
+    assert [threads for threads, _ in seen] == [1, 1]
+    assert seen[0][1] is seen[1][1], "the second evaluation played the first's envs"
 
 
 def test_every_start_evaluation_scores_each_start_weighted_as_a_reset_draws_it(monkeypatch):

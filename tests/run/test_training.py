@@ -715,7 +715,8 @@ def test_one_presets_update_to_data_ratio_holds_in_parallel_mode_without_actors(
 @contextlib.contextmanager
 def run_here(run_dir: Path, overrides: list[str]) -> Iterator:
     """pong-nenv with ``overrides`` as a Run in this process; on the way out its evaluation
-    is cancelled, its tracker closed and its directory's lock released."""
+    is cancelled and the envs evaluations kept are closed, its tracker closed and its
+    directory's lock released."""
     from atari_speed.core.config import load_preset
     from atari_speed.run.plan import make_plan
     from atari_speed.run.session import Run
@@ -724,8 +725,7 @@ def run_here(run_dir: Path, overrides: list[str]) -> Iterator:
     try:
         yield run
     finally:
-        if run.evaluation is not None:
-            run.evaluation.cancel()
+        run.end_evaluations()
         run.tracker.close()
         run.lock.release()
 
@@ -752,6 +752,34 @@ def test_best_pt_holds_the_weights_that_were_evaluated_not_the_later_ones(tmp_pa
         assert best.learner is None and best.net.keys() == evaluated.keys()
         for key, value in evaluated.items():
             assert torch.equal(best.net[key], value), key
+
+
+def test_the_envs_every_start_evaluations_keep_are_closed_on_the_way_out(tmp_path):
+    # Every-start evaluations play again on the envs the first made; the run's way out
+    # (finish: done, Ctrl-C, SIGTERM or an error) cancels the one playing and closes them.
+    from atari_speed.run.training import finish
+
+    overrides = [
+        "run.envs=1", "eval.every=10", "eval.from_reward=-1000", "eval.every_start=true",
+        "eval.epsilon=0.0", "eval.max_frames=400", "env.pipeline='small'",
+    ]  # fmt: skip
+    with run_here(tmp_path, overrides) as run:
+        run.tracker.advance(10)
+        run.periodic(0.0)
+        assert run.evaluation is not None, "due at 10 agent steps"
+        run.evaluation.wait()
+        run.periodic(0.0)
+        envs = list(run.eval_envs.envs)
+        assert len(envs) == 29 and run.evaluation is None, "one env a start, kept"
+        run.tracker.advance(10)
+        run.periodic(0.0)  # the next, still playing when the run ends
+        assert run.evaluation is not None
+        closed = []
+        for env in envs:
+            env.close = lambda env=env, close=env.close: (closed.append(env), close())
+        finish(run, failing=False)
+        assert run.evaluation.finished(), "cancelled"
+        assert run.eval_envs.envs == [] and len(closed) == 29
 
 
 def test_an_evaluation_waits_for_the_run_cpu_that_its_share_allows(tmp_path):
