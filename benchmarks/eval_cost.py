@@ -17,7 +17,8 @@ greedy game from every start, those that meet played once (``--episodes`` is unu
 ``--backend ale --episodes 40 --reps 1`` is also the quick way to see how many of 40 game
 starts a snapshot loses. ``--threads 1 --kept`` plays every start as a run's evaluation
 thread does: its forward passes on one thread, the envs made by the first evaluation and
-played again by the rest (``KeptEnvs``; the median of three leaves the making out).
+played again by the rest (``KeptEnvs``; with ``--reps 3`` the median leaves the making
+out).
 ``--as-run`` plays, once, the games the run's
 own evaluation of the checkpoint's weights plays (its seeds, epsilon and eval.max_frames):
 what ``eval.at_end`` scores for the final weights of a run from before it, given its
@@ -132,6 +133,8 @@ def main() -> None:
         help="every-start: one set of envs for every evaluation, as a run keeps them",
     )
     args = parser.parse_args()
+    if args.kept and (args.backend != "every-start" or args.as_run):
+        parser.error("--kept keeps every-start's envs: give it with --backend every-start")
     if args.threads:
         torch.set_num_threads(args.threads)
     kept = KeptEnvs() if args.kept else None
@@ -141,40 +144,43 @@ def main() -> None:
     budget = args.cores * args.every / args.fps
     max_frames = ckpt.preset.get("eval", {}).get("max_frames", 0)
     costs = []
-    for rep in range(1 if args.as_run else args.reps):
-        cpu, wall = time.process_time(), time.perf_counter()
-        mean, games = None, "games"
-        if args.as_run:
-            scores, mean = play_as_run(ckpt, net, args.episodes)
-            print(f"agent step {ckpt.frames:,}: games {scores}")
-        elif args.backend == "every-start":
-            played = play_every_start(ckpt.pipeline, ckpt.game, net, max_frames, kept=kept)
-            scores, mean, games = played["scores"], played["mean"], "starts, weighted as drawn"
-        elif args.backend == "ale":
-            try:
-                scores = play_on_ale(ckpt, net, args.episodes, seed=1000 * rep)
-            except ConfigError as err:  # a pipeline the ale backend cannot play as trained
-                raise SystemExit(f"eval_cost.py: {args.checkpoint}: {err}") from None
-        else:
-            envs = [
-                make_env(ckpt.pipeline, ckpt.game, seed=1000 * rep + i)
-                for i in range(args.episodes)
-            ]
-            scores = play_side_by_side(
-                envs, net, torch.device("cpu"), 0.0, np.random.default_rng(rep)
+    try:
+        for rep in range(1 if args.as_run else args.reps):
+            cpu, wall = time.process_time(), time.perf_counter()
+            mean, games = None, "games"
+            if args.as_run:
+                scores, mean = play_as_run(ckpt, net, args.episodes)
+                print(f"agent step {ckpt.frames:,}: games {scores}")
+            elif args.backend == "every-start":
+                played = play_every_start(ckpt.pipeline, ckpt.game, net, max_frames, kept=kept)
+                scores, mean, games = played["scores"], played["mean"], "starts, weighted as drawn"
+            elif args.backend == "ale":
+                try:
+                    scores = play_on_ale(ckpt, net, args.episodes, seed=1000 * rep)
+                except ConfigError as err:  # a pipeline the ale backend cannot play as trained
+                    raise SystemExit(f"eval_cost.py: {args.checkpoint}: {err}") from None
+            else:
+                envs = [
+                    make_env(ckpt.pipeline, ckpt.game, seed=1000 * rep + i)
+                    for i in range(args.episodes)
+                ]
+                scores = play_side_by_side(
+                    envs, net, torch.device("cpu"), 0.0, np.random.default_rng(rep)
+                )
+                for env in envs:
+                    env.close()
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            costs.append(cpu)
+            print(
+                f"evaluation {rep}: mean {np.mean(scores) if mean is None else mean:+.1f} over "
+                f"{len(scores)} {games} "
+                f"({lost_line(scores)}), {cpu:.1f} CPU s ({wall:.1f} s wall), "
+                f"{cpu / budget:.1%} of training's {budget:.0f} CPU s per "
+                f"{args.every:,} agent steps"
             )
-            for env in envs:
-                env.close()
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        costs.append(cpu)
-        print(
-            f"evaluation {rep}: mean {np.mean(scores) if mean is None else mean:+.1f} over "
-            f"{len(scores)} {games} "
-            f"({lost_line(scores)}), {cpu:.1f} CPU s ({wall:.1f} s wall), "
-            f"{cpu / budget:.1%} of training's {budget:.0f} CPU s per {args.every:,} agent steps"
-        )
-    if kept is not None:
-        kept.close()
+    finally:
+        if kept is not None:
+            kept.close()
     median = statistics.median(costs)
     print(
         f"median: {median:.1f} CPU s per evaluation = {median / budget:.1%} of training's CPU "

@@ -7,6 +7,7 @@ cost is mostly the emulators' steps.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import threading
@@ -24,6 +25,15 @@ from atari_speed.core.config import EvalConfig
 from atari_speed.envs.pipeline import MAX_EPISODE_FRAMES, make_env
 from atari_speed.envs.wrappers import NEW_GAME, NOOPS, emulator_sticky, noop_stage
 from atari_speed.run.plan import Plan
+
+# An evaluation's forward passes are of a few observations; a team of torch's threads of
+# its own would spin beside training's on the same cores, CPU that its thread's time leaves
+# out. So it plays on one, where torch's thread count is the calling thread's own (OpenMP's);
+# with another backend it is the process's, and training's would fall to one too. Even
+# with OpenMP the call also sets the count a thread that has not yet run torch's parallel
+# work starts with: training's main thread has run it by the first evaluation (the
+# network is built before), and no other thread of a run does torch's work.
+PER_THREAD_THREADS = "parallel backend: OpenMP" in torch.__config__.parallel_info()
 
 
 def evaluating(ev: EvalConfig, best_smoothed: float | None) -> bool:
@@ -163,13 +173,24 @@ def play_merging(
     The scores are those the games would have had, to the frame: ``max_frames`` (0 = the
     emulator's) ends a game that went on as another one where its own frame count runs
     out, so a game only goes on as one that was in that state at no more frames than its
-    own. Returns each game's score (``[]`` when ``stop`` ended play) and the agent steps
-    played."""
+    own. Fewer envs than starts play the starts in turn, in their order: an env whose game
+    stopped starts the next. Returns each start's score (``[]`` when ``stop`` ended play)
+    and the agent steps played."""
     recorders = [env.recorder for env in envs]  # type: ignore[attr-defined]
-    obs = [new_game(env, o) for env, o in zip(envs, options, strict=True)]
-    games = [_Game() for _ in envs]
-    playing, steps = set(range(len(envs))), 0
+    games = [_Game() for _ in options]
+    waiting, env_of = collections.deque(range(len(options))), {}  # game -> its env's index
+    obs: dict[int, np.ndarray] = {}
+    playing: set[int] = set()
+    freed: list[int] = []  # envs whose game stopped in this step
+    steps = 0
     seen: dict[bytes, tuple[int, int, float]] = {}  # state -> (game, its frame, its score)
+
+    def start(env: int) -> None:
+        if waiting:
+            game = waiting.popleft()
+            env_of[game] = env
+            obs[game] = new_game(envs[env], options[game])
+            playing.add(game)
 
     def leads_to(game: int, other: int) -> bool:
         while game != other and games[game].link is not None:
@@ -177,25 +198,31 @@ def play_merging(
         return game == other
 
     def halt(game: int, frame: int, link: tuple[int, int, float] | None = None) -> None:
-        scored = [(f, r) for f, r in recorders[game].scored if f <= frame]
+        scored = [(f, r) for f, r in recorders[env_of[game]].scored if f <= frame]
         score = scored[-1][1] if scored else 0.0
         games[game] = _Game(frame, score, scored, link)
         playing.discard(game)
+        freed.append(env_of[game])
 
+    for env in range(min(len(envs), len(options))):
+        start(env)
     rng = np.random.default_rng(0)  # epsilon 0: never drawn from
     while playing and not (stop is not None and stop.is_set()):
         order = sorted(playing)
         batch = np.stack([obs[i] for i in order])
         actions = act(net, batch, 0.0, envs[0].action_space.n, rng, device)[0]
         for i, action in zip(order, actions, strict=True):
-            obs[i], over = step_game(envs[i], int(action))
+            obs[i], over = step_game(envs[env_of[i]], int(action))
             steps += 1
             if over is not None:
-                halt(i, recorders[i].frames)
+                halt(i, recorders[env_of[i]].frames)
+        # a game stopped in this loop (it met one at fewer frames) is still where it was:
+        # its state goes on being met, as the game it goes on as was there
         for i in sorted(playing):
-            state = envs[i].unwrapped.ale.getRAM().tobytes() + obs[i].tobytes()
+            recorder = recorders[env_of[i]]
+            state = envs[env_of[i]].unwrapped.ale.getRAM().tobytes() + obs[i].tobytes()
             key = hashlib.blake2b(state, digest_size=16).digest()  # a game's states held small
-            here = (i, recorders[i].frames, recorders[i].reward)
+            here = (i, recorder.frames, recorder.reward)
             other, frame, _ = seen.get(key, here)
             # not a new state, nor one of this game's own loop, nor of a game that goes on as
             # this one. A state another game was in after it stopped (it went on as a third)
@@ -207,8 +234,11 @@ def play_merging(
             if meets and other in playing:  # it was here at more frames: it goes on as this one
                 halt(other, frame, here)
             seen[key] = here
+        for env in freed:  # each starts the next start, checked from its first step on
+            start(env)
+        freed.clear()
 
-    if playing:
+    if playing or waiting:
         return [], steps
 
     def score_at(game: int, frame: int) -> float:
@@ -223,7 +253,7 @@ def play_merging(
         return g.end if g.link is None else g.end + last_frame(g.link[0]) - g.link[1]
 
     cap = max_frames or MAX_EPISODE_FRAMES  # a game that goes on as another ends at its own
-    return [score_at(i, min(last_frame(i), cap)) for i in range(len(envs))], steps
+    return [score_at(i, min(last_frame(i), cap)) for i in range(len(options))], steps
 
 
 def every_start(pipeline: dict[str, Any], game: str) -> dict[int, float]:
@@ -244,16 +274,19 @@ def probe_starts(pipeline: dict[str, Any], game: str) -> tuple[dict[int, float],
 
 class KeptEnvs:
     """What a run's every-start evaluations play on, made by the first and kept for the
-    rest: the starts (a probe env's) and, without sticky actions, one env a start. Making
+    rest: the starts (a probe env's) and, without sticky actions, the envs that play them
+    (``MERGING_ENVS``). Making
     an env loads the game's ROM, more than a quarter of an every-start evaluation's CPU,
     and without sticky actions the envs are unseeded and each game is a new one
-    (``new_game``), so an env that played before plays the same game. With sticky actions
-    each evaluation seeds envs of its own. One evaluation at a time plays them; ``close``
-    once none does."""
+    (``new_game``), so an env that played before plays the same game: ALE's reset does
+    not clear the RAM a game left, which the game's own start must (Pong's and Breakout's
+    do: tests/run/test_evaluation.py). With sticky actions each evaluation seeds envs of
+    its own. One evaluation at a time plays them; ``close`` once none does."""
 
     def __init__(self) -> None:
         self.probed: tuple[dict[int, float], float] | None = None
         self.envs: list[gym.Env] = []
+        self.made_for: tuple[str, str, int, int] | None = None
 
     def starts(self, pipeline: dict[str, Any], game: str) -> tuple[dict[int, float], float]:
         """``probe_starts``, probed once."""
@@ -264,15 +297,26 @@ class KeptEnvs:
     def exact_envs(
         self, pipeline: dict[str, Any], game: str, count: int, max_frames: int
     ) -> list[gym.Env]:
-        """``count`` unseeded envs, made the first time."""
+        """``count`` unseeded envs, made the first time; ValueError where a call asks
+        for other envs than the first made (a run's never do)."""
+        wanted = (repr(pipeline), game, count, max_frames)
         if not self.envs:
             self.envs = evaluation_envs(pipeline, game, count, None, max_frames)
+            self.made_for = wanted
+        elif wanted != self.made_for:
+            raise ValueError(f"kept envs were made for {self.made_for}, not {wanted}")
         return self.envs
 
     def close(self) -> None:
         envs, self.envs = self.envs, []
         for env in envs:
             env.close()
+
+
+# The envs a merged every-start evaluation plays its starts on, in turn: each env made
+# loads the game's ROM, most starts meet another within steps, and a batch of this many
+# observations costs a forward pass about what one costs.
+MERGING_ENVS = 8
 
 
 def play_every_start(
@@ -299,14 +343,16 @@ def play_every_start(
     device = device or torch.device("cpu")
     options = [{NOOPS: n} for n in starts]
     # no sticky actions: the emulator draws no random numbers, and unseeded envs are made
-    # for less (make_env)
-    if kept is not None and exact:
-        envs, keep = kept.exact_envs(pipeline, game, len(starts), max_frames), True
+    # for less (make_env); merged, a few envs play the starts in turn
+    merging = exact and merge
+    count = min(len(starts), MERGING_ENVS) if merging else len(starts)
+    if kept is not None and merging:
+        envs, keep = kept.exact_envs(pipeline, game, count, max_frames), True
     else:
-        envs = evaluation_envs(pipeline, game, len(starts), None if exact else seed, max_frames)
+        envs = evaluation_envs(pipeline, game, count, None if exact else seed, max_frames)
         keep = False
     try:
-        if exact and merge:
+        if merging:
             scores, steps = play_merging(envs, net, device, options, max_frames, stop)
         else:
             rng = np.random.default_rng(seed)
@@ -362,10 +408,8 @@ class Evaluation:
 
         def play() -> None:
             start = time.thread_time()
-            # Its forward passes are of a few observations; a team of torch's threads of
-            # its own would spin beside training's on the same cores, CPU that this
-            # thread's time leaves out. Per thread: training's threads are unchanged.
-            torch.set_num_threads(1)
+            if PER_THREAD_THREADS:
+                torch.set_num_threads(1)
             envs: list[gym.Env] = []
             game = plan.preset.env.game
             try:

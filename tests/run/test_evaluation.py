@@ -282,11 +282,14 @@ def test_a_merged_game_is_cut_at_its_own_frames_not_at_the_game_it_goes_on_as(ah
             options=starts,
         )
         assert len(set(whole)) >= 3, "the starts' scores differ: the test can tell them apart"
-        envs = [Track(100, max_frames, ahead, late) for _ in starts]
-        merged, steps = play_merging(envs, Always(0), cpu, starts, max_frames)
-        assert merged == whole, max_frames
-        # the starts' paths are one: it is played about once
-        assert steps < 100 + 3 * len(starts)
+        # one env a start, or fewer playing the starts in turn
+        for count in (len(starts), 3, 1):
+            envs = [Track(100, max_frames, ahead, late) for _ in range(count)]
+            merged, steps = play_merging(envs, Always(0), cpu, starts, max_frames)
+            assert merged == whole, (max_frames, count)
+            # the starts' paths are one: played about once, where a game met at fewer
+            # frames is still playing (one env: a game over can go on as no later start)
+            assert count == 1 or steps < 100 + 3 * len(starts), count
 
 
 def _counting(monkeypatch, name: str) -> list:
@@ -318,6 +321,8 @@ def test_kept_envs_are_made_once_and_play_what_new_envs_play(monkeypatch):
     assert first["mean"] == second["mean"] == new["mean"]
     assert len(made) == 1 and len(probed) == 1, "made and probed by the first only"
     assert len(envs) == 2 and all(a is b for a, b in zip(kept.envs, envs, strict=True))
+    with pytest.raises(ValueError, match="kept envs were made for"):
+        kept.exact_envs(small_pipeline(3), "pong", 2, max_frames=400)  # not what it made
     closed = []
     for env in envs:
         env.close = lambda env=env, close=env.close: (closed.append(env), close())
@@ -336,9 +341,11 @@ def test_an_evaluation_plays_on_one_torch_thread_and_leaves_trainings_alone(monk
     from atari_speed.agent.networks import build_network
     from atari_speed.core.config import load_preset
     from atari_speed.run import evaluation as evaluation_module
-    from atari_speed.run.evaluation import Evaluation
+    from atari_speed.run.evaluation import PER_THREAD_THREADS, Evaluation
     from atari_speed.run.plan import make_plan
 
+    if not PER_THREAD_THREADS:
+        pytest.skip("torch's thread count is the process's here: evaluations keep it")
     overrides = [
         "run.envs=1", "eval.every_start=true", "eval.epsilon=0.0", "eval.max_frames=600",
         "env.pipeline='small'",
@@ -370,7 +377,7 @@ def test_every_start_evaluation_scores_each_start_weighted_as_a_reset_draws_it(m
     from atari_speed.agent.networks import build_network
     from atari_speed.core.config import load_preset
     from atari_speed.run import evaluation as evaluation_module
-    from atari_speed.run.evaluation import Evaluation, every_start
+    from atari_speed.run.evaluation import MERGING_ENVS, Evaluation, every_start
     from atari_speed.run.plan import make_plan
 
     overrides = [
@@ -383,13 +390,13 @@ def test_every_start_evaluation_scores_each_start_weighted_as_a_reset_draws_it(m
 
     def play_merging(envs, net, device, options, max_frames, stop=None):
         given.append((len(envs), options, max_frames))
-        return [float(i) for i in range(len(envs))], 0  # each start's game scores apart
+        return [float(i) for i in range(len(options))], 0  # each start's game scores apart
 
     monkeypatch.setattr(evaluation_module, "play_merging", play_merging)
     evaluation = Evaluation(plan, net.state_dict(), frames=10)
     evaluation.wait()
     starts = every_start(plan.pipeline, "pong")
-    assert given == [(29, [{"noops": n} for n in starts], 600)], "one env a start, each its own"
+    assert given == [(MERGING_ENVS, [{"noops": n} for n in starts], 600)], "each start, its own"
     assert evaluation.scores == list(range(29))
     weighted = float(np.dot(list(starts.values()), range(29)))
     assert evaluation.result() == pytest.approx(weighted), "weighted as a reset draws them"
@@ -405,13 +412,16 @@ def _state_after(env: gym.Env, steps: int, options: dict) -> bytes:
     return env.unwrapped.ale.getRAM().tobytes() + np.asarray(obs).tobytes()
 
 
-def test_a_new_game_starts_as_its_options_say_whatever_the_env_did_before():
+@pytest.mark.parametrize("game_name", ["pong", "breakout"])
+def test_a_new_game_starts_as_its_options_say_whatever_the_env_did_before(game_name):
     # A seeded env is made and reset once; EpisodicLife takes a second reset of a game that
     # is not over for one after a lost life and goes on with it, options unread. An
-    # evaluation's games are new games, each the start it was given.
+    # evaluation's games are new games, each the start it was given, and an env that
+    # played a game before (KeptEnvs) plays the same one: ALE's reset leaves the RAM as
+    # the last game left it, and the game's own start must clear it.
     pipeline, start = small_pipeline(30), {"noops": 6}
-    a, b = evaluation_envs(pipeline, "pong", 2, 0)
-    (c,) = evaluation_envs(pipeline, "pong", 1, None)  # neither seeded nor reset
+    a, b = evaluation_envs(pipeline, game_name, 2, 0)
+    (c,) = evaluation_envs(pipeline, game_name, 1, None)  # neither seeded nor reset
     try:
         game = _state_after(a, 60, start)
         assert _state_after(b, 60, start) == game, "another seed, the same game"

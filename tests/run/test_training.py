@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ import torch
 from atari_speed.agent.actor import Game
 from atari_speed.core.errors import ConfigError
 from atari_speed.run.checkpoint import load_checkpoint
+from atari_speed.run.evaluation import MERGING_ENVS
 from atari_speed.run.lock import RunDirLock
 from atari_speed.run.tracking import Scores
 from tests.scripts import (
@@ -754,9 +756,10 @@ def test_best_pt_holds_the_weights_that_were_evaluated_not_the_later_ones(tmp_pa
             assert torch.equal(best.net[key], value), key
 
 
-def test_the_envs_every_start_evaluations_keep_are_closed_on_the_way_out(tmp_path):
+def test_the_envs_every_start_evaluations_keep_are_closed_on_the_way_out(tmp_path, monkeypatch):
     # Every-start evaluations play again on the envs the first made; the run's way out
     # (finish: done, Ctrl-C, SIGTERM or an error) cancels the one playing and closes them.
+    from atari_speed.run import evaluation as evaluation_module
     from atari_speed.run.training import finish
 
     overrides = [
@@ -770,16 +773,55 @@ def test_the_envs_every_start_evaluations_keep_are_closed_on_the_way_out(tmp_pat
         run.evaluation.wait()
         run.periodic(0.0)
         envs = list(run.eval_envs.envs)
-        assert len(envs) == 29 and run.evaluation is None, "one env a start, kept"
+        assert len(envs) == MERGING_ENVS and run.evaluation is None, "kept"
+        playing = threading.Event()
+
+        def play_until_stopped(envs, net, device, options, max_frames, stop=None):
+            playing.set()
+            stop.wait(60)
+            return [], 0
+
+        monkeypatch.setattr(evaluation_module, "play_merging", play_until_stopped)
         run.tracker.advance(10)
         run.periodic(0.0)  # the next, still playing when the run ends
-        assert run.evaluation is not None
+        assert run.evaluation is not None and playing.wait(60)
         closed = []
         for env in envs:
             env.close = lambda env=env, close=env.close: (closed.append(env), close())
         finish(run, failing=False)
         assert run.evaluation.finished(), "cancelled"
-        assert run.eval_envs.envs == [] and len(closed) == 29
+        assert run.eval_envs.envs == [] and len(closed) == MERGING_ENVS
+
+
+def test_kept_envs_stay_open_while_an_evaluation_outlives_its_cancel(tmp_path, monkeypatch):
+    # A game that does not heed the stop (an emulator stuck in a step) must not have its
+    # envs closed under it: they are left to the process's exit.
+    from atari_speed.run import evaluation as evaluation_module
+
+    overrides = [
+        "run.envs=1", "eval.every=10", "eval.from_reward=-1000", "eval.every_start=true",
+        "eval.epsilon=0.0", "eval.max_frames=400", "env.pipeline='small'",
+    ]  # fmt: skip
+    release, playing = threading.Event(), threading.Event()
+
+    def play_past_stop(envs, net, device, options, max_frames, stop=None):
+        playing.set()
+        release.wait(60)
+        return [], 0
+
+    monkeypatch.setattr(evaluation_module, "play_merging", play_past_stop)
+    monkeypatch.setattr(evaluation_module.Evaluation, "cancel", lambda self: self.stop.set())
+    with run_here(tmp_path, overrides) as run:
+        run.tracker.advance(10)
+        run.periodic(0.0)
+        assert run.evaluation is not None and playing.wait(60)
+        envs = list(run.eval_envs.envs)
+        run.end_evaluations()
+        assert run.eval_envs.envs == envs and len(envs) == MERGING_ENVS, "left open while it plays"
+        release.set()
+        run.evaluation.wait()
+        run.end_evaluations()
+        assert run.eval_envs.envs == [], "closed once it is over"
 
 
 def test_an_evaluation_waits_for_the_run_cpu_that_its_share_allows(tmp_path):
