@@ -275,13 +275,13 @@ def probe_starts(pipeline: dict[str, Any], game: str) -> tuple[dict[int, float],
 class KeptEnvs:
     """What a run's every-start evaluations play on, made by the first and kept for the
     rest: the starts (a probe env's) and, without sticky actions, the envs that play them
-    (``MERGING_ENVS``). Making
-    an env loads the game's ROM, more than a quarter of an every-start evaluation's CPU,
-    and without sticky actions the envs are unseeded and each game is a new one
-    (``new_game``), so an env that played before plays the same game: ALE's reset does
-    not clear the RAM a game left, which the game's own start must (Pong's and Breakout's
-    do: tests/run/test_evaluation.py). With sticky actions each evaluation seeds envs of
-    its own. One evaluation at a time plays them; ``close`` once none does."""
+    (``MERGING_ENVS``). Making an env loads the game's ROM, a large part of an every-start
+    evaluation's CPU, and without sticky actions the envs are unseeded and each game is a
+    new one (``new_game``), so an env that played before plays the same game: ALE's
+    reset does not clear the RAM a game left, which the game's own start must (Pong's and
+    Breakout's do: tests/run/test_evaluation.py). With sticky actions each evaluation
+    seeds envs of its own. One evaluation at a time plays them; ``close`` once none
+    does."""
 
     def __init__(self) -> None:
         self.probed: tuple[dict[int, float], float] | None = None
