@@ -335,28 +335,34 @@ def test_kept_envs_are_made_once_and_play_what_new_envs_play(monkeypatch):
     assert sticky.envs == [] and len(made) == 3
 
 
-def test_an_evaluation_plays_on_one_torch_thread_and_leaves_trainings_alone(monkeypatch):
-    # A team of torch's threads of the evaluation's own would spin beside training's on
-    # the same cores, uncounted; and training's own thread count must not change.
+def _every_start_plan():
+    """pong-nenv's plan with every-start evaluations of 600-frame games, and a network."""
     from atari_speed.agent.networks import build_network
     from atari_speed.core.config import load_preset
-    from atari_speed.run import evaluation as evaluation_module
-    from atari_speed.run.evaluation import PER_THREAD_THREADS, Evaluation
     from atari_speed.run.plan import make_plan
 
-    if not PER_THREAD_THREADS:
-        pytest.skip("torch's thread count is the process's here: evaluations keep it")
     overrides = [
         "run.envs=1", "eval.every_start=true", "eval.epsilon=0.0", "eval.max_frames=600",
         "env.pipeline='small'",
     ]  # fmt: skip
     plan = make_plan(load_preset("pong-nenv", overrides))
-    net = build_network(plan.preset.dqn, plan.obs_shape, plan.actions)
+    return plan, build_network(plan.preset.dqn, plan.obs_shape, plan.actions)
+
+
+def test_an_evaluation_plays_on_one_torch_thread_and_leaves_trainings_alone(monkeypatch):
+    # A team of torch's threads of the evaluation's own would spin beside training's on
+    # the same cores, uncounted; and training's own thread count must not change.
+    from atari_speed.run import evaluation as evaluation_module
+    from atari_speed.run.evaluation import PER_THREAD_THREADS, Evaluation
+
+    if not PER_THREAD_THREADS:
+        pytest.skip("torch's thread count is the process's here: evaluations keep it")
+    plan, net = _every_start_plan()
     seen = []
 
     def play_merging(envs, net, device, options, max_frames, stop=None):
         seen.append((torch.get_num_threads(), envs))
-        return [0.0] * len(envs), 0
+        return [0.0] * len(options), 0
 
     monkeypatch.setattr(evaluation_module, "play_merging", play_merging)
     before = torch.get_num_threads()
@@ -374,18 +380,10 @@ def test_an_evaluation_plays_on_one_torch_thread_and_leaves_trainings_alone(monk
 
 
 def test_every_start_evaluation_scores_each_start_weighted_as_a_reset_draws_it(monkeypatch):
-    from atari_speed.agent.networks import build_network
-    from atari_speed.core.config import load_preset
     from atari_speed.run import evaluation as evaluation_module
     from atari_speed.run.evaluation import MERGING_ENVS, Evaluation, every_start
-    from atari_speed.run.plan import make_plan
 
-    overrides = [
-        "run.envs=1", "eval.every_start=true", "eval.epsilon=0.0", "eval.max_frames=600",
-        "env.pipeline='small'",
-    ]  # fmt: skip
-    plan = make_plan(load_preset("pong-nenv", overrides))
-    net = build_network(plan.preset.dqn, plan.obs_shape, plan.actions)
+    plan, net = _every_start_plan()
     given = []
 
     def play_merging(envs, net, device, options, max_frames, stop=None):
