@@ -756,17 +756,20 @@ def test_best_pt_holds_the_weights_that_were_evaluated_not_the_later_ones(tmp_pa
             assert torch.equal(best.net[key], value), key
 
 
+# pong-nenv evaluating every 10 agent steps from the start, one game from every start
+EVERY_START = [
+    "run.envs=1", "eval.every=10", "eval.from_reward=-1000", "eval.every_start=true",
+    "eval.epsilon=0.0", "eval.max_frames=400", "env.pipeline='small'",
+]  # fmt: skip
+
+
 def test_the_envs_every_start_evaluations_keep_are_closed_on_the_way_out(tmp_path, monkeypatch):
     # Every-start evaluations play again on the envs the first made; the run's way out
     # (finish: done, Ctrl-C, SIGTERM or an error) cancels the one playing and closes them.
     from atari_speed.run import evaluation as evaluation_module
     from atari_speed.run.training import finish
 
-    overrides = [
-        "run.envs=1", "eval.every=10", "eval.from_reward=-1000", "eval.every_start=true",
-        "eval.epsilon=0.0", "eval.max_frames=400", "env.pipeline='small'",
-    ]  # fmt: skip
-    with run_here(tmp_path, overrides) as run:
+    with run_here(tmp_path, EVERY_START) as run:
         run.tracker.advance(10)
         run.periodic(0.0)
         assert run.evaluation is not None, "due at 10 agent steps"
@@ -798,10 +801,6 @@ def test_kept_envs_stay_open_while_an_evaluation_outlives_its_cancel(tmp_path, m
     # envs closed under it: they are left to the process's exit.
     from atari_speed.run import evaluation as evaluation_module
 
-    overrides = [
-        "run.envs=1", "eval.every=10", "eval.from_reward=-1000", "eval.every_start=true",
-        "eval.epsilon=0.0", "eval.max_frames=400", "env.pipeline='small'",
-    ]  # fmt: skip
     release, playing = threading.Event(), threading.Event()
 
     def play_past_stop(envs, net, device, options, max_frames, stop=None):
@@ -811,7 +810,7 @@ def test_kept_envs_stay_open_while_an_evaluation_outlives_its_cancel(tmp_path, m
 
     monkeypatch.setattr(evaluation_module, "play_merging", play_past_stop)
     monkeypatch.setattr(evaluation_module.Evaluation, "cancel", lambda self: self.stop.set())
-    with run_here(tmp_path, overrides) as run:
+    with run_here(tmp_path, EVERY_START) as run:
         run.tracker.advance(10)
         run.periodic(0.0)
         assert run.evaluation is not None and playing.wait(60)
