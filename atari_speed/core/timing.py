@@ -9,6 +9,7 @@ shares add up exactly to the time of the whole step.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -30,6 +31,18 @@ class _Tap(gym.Wrapper):
         out = self.env.reset(**kwargs)
         self.timer.add(self.label, time.perf_counter() - start)
         return out
+
+    def through_frames(self, below: Callable[..., Any]) -> Callable[..., Any]:
+        """A frame skip's frames played below this tap (``envs.wrappers.frame_stepper``),
+        timed as one step."""
+
+        def step_frames(action: Any, frames: int) -> Any:
+            start = time.perf_counter()
+            out = below(action, frames)
+            self.timer.add(self.label, time.perf_counter() - start)
+            return out
+
+        return step_frames
 
 
 class StageTimer:

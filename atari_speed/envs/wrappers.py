@@ -148,8 +148,14 @@ class MaxAndSkip(gym.Wrapper):
             )
         self.skip = skip
         self.max_pool = max_pool
+        # Without max-pool only the last frame is seen: where the emulator below can play
+        # frames without rendering them, the skipped ones are played that way (a quarter of
+        # the renders; the same game frame for frame: tests/envs/test_wrappers.py).
+        self._step_frames = None if max_pool else frame_stepper(env)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._step_frames is not None:
+            return self._step_frames(action, self.skip)
         total = 0.0
         previous = obs = None
         for _ in range(self.skip):
@@ -345,6 +351,22 @@ class FrameStack(gym.ObservationWrapper):
         return StackedFrames(self._frames)
 
 
+def frame_stepper(env: gym.Env) -> Any:
+    """``GameRecorder.step_frames`` as reached through ``env`` and the layers below it,
+    where the recorder plays unseen frames and every layer between passes a step on
+    unchanged; else None. A layer that does something with each step (a timing tap) takes
+    part by a ``through_frames(stepper)`` method that returns its own stepper."""
+    if isinstance(env, GameRecorder):
+        return env.step_frames if env.plays_unseen else None
+    if not isinstance(env, gym.Wrapper):
+        return None
+    below = frame_stepper(env.env)
+    through = getattr(env, "through_frames", None)
+    if below is None or (through is None and type(env).step is not gym.Wrapper.step):
+        return None
+    return below if through is None else through(below)
+
+
 class GameRecorder(gym.Wrapper):
     """Not a stage: sits on the emulator and reports each whole game in ``info["episode"]``.
 
@@ -363,6 +385,9 @@ class GameRecorder(gym.Wrapper):
         # (emulator frame, score after it) for each frame that scored: the game's score at
         # any frame, which a greedy evaluation that merges games needs (run.evaluation)
         self.scored: list[tuple[int, float]] = []
+        # ale-py's emulator itself below: frames can be played on it without a render
+        emulator = env.unwrapped
+        self.plays_unseen = env is emulator and hasattr(emulator, "_action_set")
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         self.reward, self.frames, self.agent_steps = 0.0, 0, 0
@@ -371,17 +396,45 @@ class GameRecorder(gym.Wrapper):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self.reward += float(reward)
+        self._count(float(reward))
+        return obs, reward, terminated, truncated, self._info(info, terminated or truncated)
+
+    def step_frames(
+        self, action: Any, frames: int
+    ) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """``frames`` steps of ``action`` as one, rewards summed, ending with the game, the
+        screen rendered after the last frame only (``plays_unseen``: a frame skip that
+        shows its last frame). The frames before it are played on ale-py's emulator
+        itself, as its own step plays them, without the render and the info; a game that
+        ends on one of them is rendered there, as the emulator's step would."""
+        emulator = self.env.unwrapped
+        ale, code = emulator.ale, emulator._action_set[action]  # type: ignore[attr-defined]
+        total = 0.0
+        for _ in range(frames - 1):
+            reward = float(ale.act(code))
+            self._count(reward)
+            total += reward
+            if ale.game_over():  # on a frame nobody saw: its screen is the step's
+                terminated, truncated = ale.game_over(with_truncation=False), ale.game_truncated()
+                info = self._info(emulator._get_info(), True)  # type: ignore[attr-defined]
+                return emulator._get_obs(), total, terminated, truncated, info  # type: ignore[attr-defined]
+        obs, reward, terminated, truncated, info = self.step(action)
+        return obs, total + float(reward), terminated, truncated, info
+
+    def _count(self, reward: float) -> None:
+        self.reward += reward
         self.frames += 1
         if reward:
             self.scored.append((self.frames, self.reward))
+
+    def _info(self, info: dict[str, Any], game_ends: bool) -> dict[str, Any]:
         info[GAME_SCORE] = self.reward
-        if terminated or truncated:
+        if game_ends:
             info = {
                 **info,
                 "episode": {"r": self.reward, "l": self.agent_steps, "frames": self.frames},
             }
-        return obs, reward, terminated, truncated, info
+        return info
 
 
 class AgentStepCounter(gym.Wrapper):

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from atari_speed.core.errors import ConfigError
+from atari_speed.core.timing import StageTimer
 from atari_speed.envs import wrappers as w
-from atari_speed.envs.pipeline import make_emulator
+from atari_speed.envs.pipeline import make_emulator, make_env, resolve_pipeline
 from tests.fakes import FakeAtari
 
 px = FakeAtari.pixel
@@ -340,6 +341,74 @@ def test_each_wrapper_on_real_pong():
     env.reset(seed=0)
     rewards = {env.step(int(a))[1] for a in np.random.default_rng(0).integers(0, 6, 300)}
     assert rewards <= {-1.0, 0.0, 1.0} and -1.0 in rewards
+
+
+def _games(pipeline: dict, game: str, unseen: bool, monkeypatch, games: int, max_frames=None):
+    """Every step's outcome over ``games`` whole games of random actions, with the frames
+    a skip does not show played unseen (``GameRecorder.step_frames``) or stepped."""
+    with monkeypatch.context() as patch:
+        if not unseen:
+            patch.setattr(w, "frame_stepper", lambda env: None)
+        env = make_env(pipeline, game, seed=3, max_frames=max_frames)
+    skip = env
+    while not isinstance(skip, w.MaxAndSkip):
+        skip = skip.env
+    assert (skip._step_frames is not None) == unseen  # the path under test is the one taken
+    rng = np.random.default_rng(0)
+    steps, ended = [], 0
+    while ended < games:
+        obs, reward, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+        steps.append((np.asarray(obs).tobytes(), reward, terminated, truncated, repr(info)))
+        if terminated or truncated:
+            ended += "episode" in info
+            env.reset()
+    env.close()
+    return steps
+
+
+@pytest.mark.parametrize(
+    ("game", "sticky", "max_frames"),
+    [("pong", 0.25, None), ("breakout", 0.0, 1_001), ("breakout", 0.25, None)],
+)
+def test_a_skip_without_max_pool_plays_its_hidden_frames_unseen_the_same_game(
+    game, sticky, max_frames, monkeypatch
+):
+    # Games that end on a hidden frame (a lost point, the last life, the frame limit: 1,001
+    # is not a multiple of the skip), lives, sticky actions drawn from the emulator's
+    # generator over several games: the same observations, rewards, ends and infos
+    # (the game's score, its frames and agent steps) step for step.
+    pipeline = {**resolve_pipeline("small"), "repeat_action_probability": sticky}
+    games = 1 if game == "pong" else 3
+    seen = _games(pipeline, game, False, monkeypatch, games, max_frames)
+    unseen = _games(pipeline, game, True, monkeypatch, games, max_frames)
+    assert len(unseen) == len(seen)
+    for step, (a, b) in enumerate(zip(seen, unseen, strict=True)):
+        assert a == b, f"{game}: step {step} differs"
+
+
+def test_a_skip_with_a_layer_that_changes_steps_below_it_steps_every_frame():
+    class Nudged(gym.Wrapper):  # a step that is not the frame's own
+        def step(self, action):
+            return self.env.step(action)
+
+    recorder = w.GameRecorder(make_emulator("pong"))
+    assert recorder.plays_unseen and w.frame_stepper(w.NoopReset(recorder)) is not None
+    assert w.frame_stepper(Nudged(recorder)) is None
+    assert w.MaxAndSkip(Nudged(recorder), max_pool=False)._step_frames is None
+    assert w.MaxAndSkip(recorder, max_pool=True)._step_frames is None
+    # a gym.make id: its checker wrappers sit between the recorder and the emulator
+    assert not w.GameRecorder(make_emulator("PongNoFrameskip-v4")).plays_unseen
+
+
+def test_the_stage_timer_times_the_frames_a_skip_plays_unseen():
+    timer = StageTimer()
+    env = make_env("small", "pong", seed=0, tap=timer.tap)
+    env.step(0)
+    timer.reset()
+    for _ in range(20):
+        env.step(0)
+    assert timer.calls["emulator"] == timer.calls["MaxAndSkip"] == 20
+    assert 0 < timer.inclusive["emulator"] < timer.inclusive["MaxAndSkip"]
 
 
 def test_episodic_life_on_real_breakout():
