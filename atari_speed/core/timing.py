@@ -34,7 +34,8 @@ class _Tap(gym.Wrapper):
 
     def through_frames(self, below: Callable[..., Any]) -> Callable[..., Any]:
         """A frame skip's frames played below this tap (``envs.wrappers.frame_stepper``),
-        timed as one step."""
+        timed and counted as one call: a skip without max-pool makes one call below it an
+        agent step, where every other layer's call is an emulator frame."""
 
         def step_frames(action: Any, frames: int) -> Any:
             start = time.perf_counter()

@@ -367,6 +367,21 @@ def frame_stepper(env: gym.Env) -> Any:
     return below if through is None else through(below)
 
 
+def _plays_frames_unseen(env: gym.Env) -> bool:
+    """Whether ``env`` is ale-py's emulator itself, as ``make_emulator`` builds it, with the
+    members ``GameRecorder.step_frames`` plays it by (not a gym.make id, whose checker
+    wrappers sit on it, nor a subclass with a step of its own)."""
+    from ale_py.env import AtariEnv
+
+    members = ("ale", "_action_set", "_get_obs", "_get_info")
+    return (
+        type(env).step is AtariEnv.step
+        and isinstance(env, AtariEnv)
+        and not getattr(env, "continuous", False)
+        and all(hasattr(env, name) for name in members)
+    )
+
+
 class GameRecorder(gym.Wrapper):
     """Not a stage: sits on the emulator and reports each whole game in ``info["episode"]``.
 
@@ -385,9 +400,7 @@ class GameRecorder(gym.Wrapper):
         # (emulator frame, score after it) for each frame that scored: the game's score at
         # any frame, which a greedy evaluation that merges games needs (run.evaluation)
         self.scored: list[tuple[int, float]] = []
-        # ale-py's emulator itself below: frames can be played on it without a render
-        emulator = env.unwrapped
-        self.plays_unseen = env is emulator and hasattr(emulator, "_action_set")
+        self.plays_unseen = _plays_frames_unseen(env)
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         self.reward, self.frames, self.agent_steps = 0.0, 0, 0

@@ -354,11 +354,13 @@ def _games(pipeline: dict, game: str, unseen: bool, monkeypatch, games: int, max
     while not isinstance(skip, w.MaxAndSkip):
         skip = skip.env
     assert (skip._step_frames is not None) == unseen  # the path under test is the one taken
+    recorder = env.recorder
     rng = np.random.default_rng(0)
     steps, ended = [], 0
     while ended < games:
         obs, reward, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
-        steps.append((np.asarray(obs).tobytes(), reward, terminated, truncated, repr(info)))
+        frames = (recorder.frames, tuple(recorder.scored))  # what merged evaluations read
+        steps.append((np.asarray(obs).tobytes(), reward, terminated, truncated, repr(info), frames))
         if terminated or truncated:
             ended += "episode" in info
             env.reset()
@@ -368,22 +370,36 @@ def _games(pipeline: dict, game: str, unseen: bool, monkeypatch, games: int, max
 
 @pytest.mark.parametrize(
     ("game", "sticky", "max_frames"),
-    [("pong", 0.25, None), ("breakout", 0.0, 1_001), ("breakout", 0.25, None)],
+    [("pong", 0.25, None), ("breakout", 0.0, None), ("breakout", 0.25, 201)],
 )
 def test_a_skip_without_max_pool_plays_its_hidden_frames_unseen_the_same_game(
     game, sticky, max_frames, monkeypatch
 ):
-    # Games that end on a hidden frame (a lost point, the last life, the frame limit: 1,001
-    # is not a multiple of the skip), lives, sticky actions drawn from the emulator's
-    # generator over several games: the same observations, rewards, ends and infos
-    # (the game's score, its frames and agent steps) step for step.
+    # Lives, sticky actions drawn from the emulator's generator over several games, and
+    # games that end on a hidden frame, lost or cut by the frame limit (201 is not a
+    # multiple of the skip): the same observations, rewards, ends, infos and recorded
+    # frames and scores step for step.
     pipeline = {**resolve_pipeline("small"), "repeat_action_probability": sticky}
     games = 1 if game == "pong" else 3
+    hidden_ends = []
+    step_frames = w.GameRecorder.step_frames
+
+    def spied(recorder, action, frames):
+        before = recorder.frames
+        out = step_frames(recorder, action, frames)
+        hidden_ends.append((out[2] or out[3]) and recorder.frames - before < frames)
+        return out
+
     seen = _games(pipeline, game, False, monkeypatch, games, max_frames)
+    monkeypatch.setattr(w.GameRecorder, "step_frames", spied)
     unseen = _games(pipeline, game, True, monkeypatch, games, max_frames)
     assert len(unseen) == len(seen)
     for step, (a, b) in enumerate(zip(seen, unseen, strict=True)):
         assert a == b, f"{game}: step {step} differs"
+    if game == "breakout":
+        assert any(hidden_ends), "a game that ends on a frame the skip does not show"
+    if max_frames:
+        assert any(truncated for _, _, _, truncated, _, _ in seen), "a game cut by the limit"
 
 
 def test_a_skip_with_a_layer_that_changes_steps_below_it_steps_every_frame():
@@ -398,6 +414,7 @@ def test_a_skip_with_a_layer_that_changes_steps_below_it_steps_every_frame():
     assert w.MaxAndSkip(recorder, max_pool=True)._step_frames is None
     # a gym.make id: its checker wrappers sit between the recorder and the emulator
     assert not w.GameRecorder(make_emulator("PongNoFrameskip-v4")).plays_unseen
+    assert not w.GameRecorder(FakeAtari()).plays_unseen
 
 
 def test_the_stage_timer_times_the_frames_a_skip_plays_unseen():
