@@ -15,7 +15,8 @@ The rules follow the measurements in docs/train_speed.md and docs/env_speed.md:
   large enough to matter;
 - batched inference costs about the same for 1 or 8 observations on a CPU, so 8 envs cost
   no more per step than one; on a GPU a larger batch of envs is nearly free;
-- ale-py's native vector env steps fastest where the pipeline maps onto it;
+- ale-py's native vector env steps fastest where the pipeline maps onto it, and is kept
+  unless another backend measures clearly faster (``ALE_MARGIN``);
 - bf16 is taken where one update measured in it beats fp32 by 10%: CPUs with AMX or
   AVX512-BF16 units and recent GPUs run it much faster, other CPUs slower.
 """
@@ -38,6 +39,11 @@ from atari_speed.core.config import Preset, check_consistency, load_preset
 from atari_speed.core.errors import ConfigError
 
 AUTO = "auto"
+# How much faster another env backend must step than ale-py's native vector env for auto
+# to take it: ale steps in its own threads, without worker processes or pickling, and
+# trained faster than a backend its 8-env calibration measured as fast; the calibration
+# itself varies from start to start by more than the difference (docs/pong-fast.md, item 11).
+ALE_MARGIN = 1.2
 # The preset whose rollout width PQN takes when run.envs is auto: read from its file, so
 # the two cannot disagree.
 PQN_WIDTH_PRESET = "pong-fast"
@@ -258,16 +264,20 @@ def usable_backends(preset: Preset, machine: Machine) -> tuple[dict[str, float],
 
 
 def choose_backend(preset: Preset, machine: Machine) -> tuple[str, list[str]]:
-    """env.backend: as set, or the fastest of those that work here."""
+    """env.backend: as set, or the fastest of those that work here, where ale-py's native
+    vector env is taken unless another steps ALE_MARGIN times as fast."""
     if preset.env.backend != AUTO:
         return preset.env.backend, []
     working, set_aside = usable_backends(preset, machine)
     backend = max(working, key=working.get)
-    reasons = [
-        f"env backend {backend}: fastest of those that work here ("
-        + ", ".join(f"{k} {v:,.0f}" for k, v in working.items())
-        + " steps/s with 8 envs)"
-    ]
+    rates = ", ".join(f"{k} {v:,.0f}" for k, v in working.items()) + " steps/s with 8 envs"
+    if "ale" in working and working[backend] < ALE_MARGIN * working["ale"]:
+        why = f"ale unless another steps {ALE_MARGIN:g}x as fast"
+        fastest = "fastest of those that work here"
+        reasons = [f"env backend ale: {fastest if backend == 'ale' else why} ({rates})"]
+        backend = "ale"
+    else:
+        reasons = [f"env backend {backend}: fastest of those that work here ({rates})"]
     if set_aside:
         reasons.append(f"env backend ale: not chosen: {set_aside}")
     return backend, reasons

@@ -39,6 +39,17 @@ def test_cpu_with_an_expensive_learner_gets_n_env_on_the_fastest_backend():
     assert "fastest" in choices["why"][0] and "SGD step" in choices["why"][1]
 
 
+@pytest.mark.parametrize(
+    ("subprocess", "expected"), [(3800.0 * 1.15, "ale"), (3800.0 * 1.25, "subprocess")]
+)
+def test_ale_is_kept_unless_another_backend_steps_clearly_faster(subprocess, expected):
+    m = machine(cores=2, sync=1500.0, subprocess=subprocess, ale=3800.0)
+    chosen, choices = choose(load_preset("pong-nenv", AUTO), m)
+    assert chosen.env.backend == expected
+    if expected == "ale":
+        assert choices["why"][0].startswith("env backend ale: ale unless another steps 1.2x")
+
+
 def test_many_cores_and_costly_envs_get_parallel_with_a_core_for_the_actor():
     m = machine(cores=8, update_ms=2.0, sync=400.0, ale=500.0)
     chosen, choices = choose(load_preset("pong-nenv", AUTO), m)
