@@ -98,7 +98,7 @@ def test_atari_rows_not_current_move_to_the_atari_history():
     today = tables.today_table(data, "")
     history = tables.atari_history(data, "")
     for r in rows:
-        cells = f"| {tables._number(r['last100'])} | {tables._number(r['greedy'])}"
+        cells = f"| {tables._number(r['last100'])} | {tables._greedy(r['greedy'])}"
         assert (cells in today) == r["current"], r
         assert (cells in history) != r["current"], r
     # the estimate from the rows without sticky actions goes with them

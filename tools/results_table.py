@@ -96,6 +96,11 @@ def _number(value: float) -> str:
     return f"{value:,}"
 
 
+def _greedy(value: float | None) -> str:
+    """play.py's greedy score of a run's best.pt, or that it was not played."""
+    return "not run" if value is None else _number(value)
+
+
 RESULTS_HEADER = [
     "| preset | game | machine (2 CPU cores unless said), precision | seeds | result "
     "| `play.py`, greedy "
@@ -106,7 +111,7 @@ RESULTS_HEADER = [
 
 def _atari_row(r: dict[str, Any], dopamine: dict[str, list[float]], link: str) -> str:
     """One Atari run (or seeds' means) at 10M frames, beside Dopamine's DQN and Rainbow."""
-    greedy = _number(r["greedy"]) + (f" ({r['greedy_note']})" if r.get("greedy_note") else "")
+    greedy = _greedy(r["greedy"]) + (f" ({r['greedy_note']})" if r.get("greedy_note") else "")
     baseline = dopamine.get(r["game"])
     cells = [
         f"`{r['preset']}`",
