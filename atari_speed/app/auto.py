@@ -270,14 +270,11 @@ def choose_backend(preset: Preset, machine: Machine) -> tuple[str, list[str]]:
         return preset.env.backend, []
     working, set_aside = usable_backends(preset, machine)
     backend = max(working, key=working.get)
+    why = "fastest of those that work here"
+    if backend != "ale" and working[backend] < ALE_MARGIN * working.get("ale", 0.0):
+        backend, why = "ale", f"ale unless another steps {ALE_MARGIN:g}x as fast"
     rates = ", ".join(f"{k} {v:,.0f}" for k, v in working.items()) + " steps/s with 8 envs"
-    if "ale" in working and working[backend] < ALE_MARGIN * working["ale"]:
-        why = f"ale unless another steps {ALE_MARGIN:g}x as fast"
-        fastest = "fastest of those that work here"
-        reasons = [f"env backend ale: {fastest if backend == 'ale' else why} ({rates})"]
-        backend = "ale"
-    else:
-        reasons = [f"env backend {backend}: fastest of those that work here ({rates})"]
+    reasons = [f"env backend {backend}: {why} ({rates})"]
     if set_aside:
         reasons.append(f"env backend ale: not chosen: {set_aside}")
     return backend, reasons
