@@ -19,6 +19,12 @@ starts a snapshot loses. ``--threads 1 --kept`` plays every start as a run's eva
 thread does: its forward passes on one thread, the envs made by the first evaluation and
 played again by the rest (``KeptEnvs``; with ``--reps 3`` the median leaves the making
 out).
+``--split`` says how much of each evaluation was the network's forward passes: their count,
+mean batch and CPU seconds (this thread's, timed by forward hooks around the network's own
+call, so without choosing the action from its output); the rest is the emulators, the
+frames' processing and the evaluation's bookkeeping (with ``--threads 1``, as a run's
+evaluation plays: with more, the work of torch's other threads is not in the forward
+passes' seconds).
 ``--as-run`` plays, once, the games the run's
 own evaluation of the checkpoint's weights plays (its seeds, epsilon and eval.max_frames):
 what ``eval.at_end`` scores for the final weights of a run from before it, given its
@@ -90,6 +96,43 @@ def play_as_run(ckpt: object, net: torch.nn.Module, episodes: int) -> tuple[list
             env.close()
 
 
+class ForwardTimer:
+    """Counts ``net``'s forward passes, the observations they took and this thread's CPU
+    seconds in them, from forward hooks (``close`` removes them)."""
+
+    def __init__(self, net: torch.nn.Module) -> None:
+        self.passes, self.observations, self.cpu_seconds = 0, 0, 0.0
+        self._began = 0.0
+        self._hooks = [
+            net.register_forward_pre_hook(self._before),
+            net.register_forward_hook(self._after),
+        ]
+
+    def _before(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+        self._began = time.thread_time()
+
+    def _after(
+        self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], out: object
+    ) -> None:
+        self.cpu_seconds += time.thread_time() - self._began
+        self.passes += 1
+        self.observations += len(inputs[0])
+
+    def line(self, evaluation_cpu: float) -> str:
+        """This evaluation's forward passes, against its CPU seconds, then starts anew."""
+        batch = self.observations / self.passes if self.passes else 0.0
+        said = (
+            f"  {self.passes:,} forward passes (mean batch {batch:.2f}): "
+            f"{self.cpu_seconds:.2f} CPU s, {self.cpu_seconds / evaluation_cpu:.0%} of it"
+        )
+        self.passes, self.observations, self.cpu_seconds = 0, 0, 0.0
+        return said
+
+    def close(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+
+
 def lost_line(scores: list[float]) -> str:
     """How many games the agent lost (scored below 0) and its lowest score: a mean of 10
     says little where a snapshot wins most games 21-0 and loses some 0-21."""
@@ -132,6 +175,11 @@ def main() -> None:
         action="store_true",
         help="every-start: one set of envs for every evaluation, as a run keeps them",
     )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also say the forward passes' count, mean batch and share of each evaluation",
+    )
     args = parser.parse_args()
     if args.kept and (args.backend != "every-start" or args.as_run):
         parser.error("--kept keeps every-start's envs: give it with --backend every-start")
@@ -141,6 +189,7 @@ def main() -> None:
     ckpt = load_checkpoint(args.checkpoint)
     # as run: the weights its evaluations would play here (Checkpoint.policy)
     net = ckpt.policy(torch.device("cpu"), evaluated=args.as_run)
+    timer = ForwardTimer(net) if args.split else None
     budget = args.cores * args.every / args.fps
     max_frames = ckpt.preset.get("eval", {}).get("max_frames", 0)
     costs = []
@@ -178,9 +227,13 @@ def main() -> None:
                 f"{cpu / budget:.1%} of training's {budget:.0f} CPU s per "
                 f"{args.every:,} agent steps"
             )
+            if timer is not None:
+                print(timer.line(cpu))
     finally:
         if kept is not None:
             kept.close()
+        if timer is not None:
+            timer.close()
     median = statistics.median(costs)
     print(
         f"median: {median:.1f} CPU s per evaluation = {median / budget:.1%} of training's CPU "

@@ -64,3 +64,16 @@ def test_as_run_plays_the_games_the_runs_own_evaluation_of_those_weights_plays()
 def test_the_lost_games_and_the_lowest_score_are_said():
     assert eval_cost.lost_line([20.0, -21.0, 19.0, -3.0]) == "2 lost, lowest -21"
     assert eval_cost.lost_line([20.0, 0.0]) == "0 lost, lowest +0"
+
+
+def test_the_forward_timer_counts_the_passes_and_their_observations_then_starts_anew():
+    net = AlwaysNoop()
+    timer = eval_cost.ForwardTimer(net)
+    for batch in (4, 2, 3):
+        net(torch.zeros(batch, 4, 42, 42))
+    assert (timer.passes, timer.observations) == (3, 9)
+    assert "3 forward passes (mean batch 3.00)" in timer.line(evaluation_cpu=1.0)
+    assert (timer.passes, timer.observations, timer.cpu_seconds) == (0, 0, 0.0)
+    timer.close()  # the hooks go with it: a pass after counts nowhere
+    net(torch.zeros(1, 4, 42, 42))
+    assert timer.passes == 0
