@@ -146,6 +146,16 @@ def atari_history(data: dict[str, Any], link: str) -> str:
     if estimate:
         lines.append("")
         lines.append(_atari5_line(estimate, "the rows without sticky actions above, seed 0"))
+    estimate = data.get("atari5_sticky_fp32")
+    if estimate:
+        lines.append("")
+        lines.append(
+            _atari5_line(
+                estimate,
+                "the earlier sticky record, which chose its actions in fp32 "
+                "(docs/atari/sticky: each game's seed mean)",
+            )
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -179,7 +189,11 @@ def today_table(data: dict[str, Any], link: str) -> str:
     if estimate:
         lines.append("")
         lines.append(
-            _atari5_line(estimate, "the sticky record (docs/atari/sticky: each game's seed mean)")
+            _atari5_line(
+                estimate,
+                "the sticky record of today's atari-84, its actions chosen in bf16 as it "
+                "does where it trains in bf16 (docs/atari/sticky-actbf16: each game's seed mean)",
+            )
         )
     return "\n".join(lines) + "\n"
 
