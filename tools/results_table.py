@@ -127,13 +127,27 @@ def _atari_row(r: dict[str, Any], dopamine: dict[str, list[float]], link: str) -
     return "| " + " | ".join(cells) + " |"
 
 
-def _atari5_line(estimate: dict[str, float], source: str) -> str:
-    return (
-        "Atari-5 estimate of the 57-game median human-normalised score, from the training "
-        f"scores of {source}: "
-        + ", ".join(f"{name} {value}%" for name, value in estimate.items())
-        + "."
-    )
+# Where each Atari-5 estimate in docs/results.json comes from, as its line says it.
+ATARI5_SOURCES = {
+    "atari5": "the rows without sticky actions above, seed 0",
+    "atari5_sticky": "the sticky record of today's atari-84, its actions chosen in bf16 as it "
+    "does where it trains in bf16 (docs/atari/sticky-actbf16: each game's seed mean)",
+    "atari5_sticky_fp32": "the earlier sticky record, which chose its actions in fp32 "
+    "(docs/atari/sticky: each game's seed mean)",
+}
+
+
+def _atari5_lines(data: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+    """A blank line and an estimate's line for each of ``keys`` that ``data`` holds."""
+    lines = []
+    for key in (k for k in keys if data.get(k)):
+        estimate = ", ".join(f"{name} {value}%" for name, value in data[key].items())
+        lines += [
+            "",
+            "Atari-5 estimate of the 57-game median human-normalised score, from the "
+            f"training scores of {ATARI5_SOURCES[key]}: {estimate}.",
+        ]
+    return lines
 
 
 def atari_history(data: dict[str, Any], link: str) -> str:
@@ -142,20 +156,7 @@ def atari_history(data: dict[str, Any], link: str) -> str:
     dopamine = data.get("dopamine_10m", {})
     lines = list(RESULTS_HEADER)
     lines += [_atari_row(r, dopamine, link) for r in data.get("atari", []) if not r.get("current")]
-    estimate = data.get("atari5")
-    if estimate:
-        lines.append("")
-        lines.append(_atari5_line(estimate, "the rows without sticky actions above, seed 0"))
-    estimate = data.get("atari5_sticky_fp32")
-    if estimate:
-        lines.append("")
-        lines.append(
-            _atari5_line(
-                estimate,
-                "the earlier sticky record, which chose its actions in fp32 "
-                "(docs/atari/sticky: each game's seed mean)",
-            )
-        )
+    lines += _atari5_lines(data, ("atari5", "atari5_sticky_fp32"))
     return "\n".join(lines) + "\n"
 
 
@@ -185,16 +186,7 @@ def today_table(data: dict[str, Any], link: str) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     dopamine = data.get("dopamine_10m", {})
     lines += [_atari_row(r, dopamine, link) for r in data.get("atari", []) if r.get("current")]
-    estimate = data.get("atari5_sticky")
-    if estimate:
-        lines.append("")
-        lines.append(
-            _atari5_line(
-                estimate,
-                "the sticky record of today's atari-84, its actions chosen in bf16 as it "
-                "does where it trains in bf16 (docs/atari/sticky-actbf16: each game's seed mean)",
-            )
-        )
+    lines += _atari5_lines(data, ("atari5_sticky",))
     return "\n".join(lines) + "\n"
 
 
