@@ -152,7 +152,7 @@ def _atari5_lines(data: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
 
 def atari_history(data: dict[str, Any], link: str) -> str:
     """The Atari rows no longer marked ``current`` (one seed, no sticky actions, or an
-    earlier machine), with the Atari-5 estimate those rows gave."""
+    earlier machine), with the Atari-5 estimates those rows gave."""
     dopamine = data.get("dopamine_10m", {})
     lines = list(RESULTS_HEADER)
     lines += [_atari_row(r, dopamine, link) for r in data.get("atari", []) if not r.get("current")]
