@@ -69,5 +69,6 @@ def make_learner(
             prof=prof,
             channels_last=channels_last,
             act_bf16=act_bf16,
+            compile=preset.run.compile,
         )
     return Learner(net, dqn, device, channels_last=channels_last, bf16=bf16, prof=prof)

@@ -8,6 +8,9 @@ norm clipping and a linearly decaying learning rate, as the paper's Atari runs.
 
 from __future__ import annotations
 
+import logging
+import sys
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
@@ -43,6 +46,7 @@ class QLambdaLearner:
         prof: Profiler | None = None,
         channels_last: bool = False,
         act_bf16: bool = False,
+        compile: bool = False,
     ) -> None:
         self.cfg, self.pqn, self.device = cfg, pqn, device
         self.act_bf16 = act_bf16
@@ -60,6 +64,17 @@ class QLambdaLearner:
             self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, foreach=True
         )
         self.bf16 = bf16
+        # The updates' forward pass; the actor, targets and evaluations use self.net as it
+        # is. A compiled module shares the network's parameters, so the optimizer, the
+        # checkpoints and the actor see every update either way.
+        self.train_net: Callable[[torch.Tensor], torch.Tensor] = (
+            torch.compile(self.net) if compile else self.net
+        )
+        self.compile_pending = compile  # until the first compiled update has run
+        if compile:
+            # The CPU build of torch's compiler imports the C++ extension helper, which
+            # warns of a missing CUDA runtime on every machine without one: noise here.
+            logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
         self.prof = prof or Profiler()
         self.updates = 0
         self.losses = LossMeter(device)
@@ -154,8 +169,7 @@ class QLambdaLearner:
         """One SGD update towards fixed targets (on the device already, from ``learn``)."""
         obs, actions, returns = (t.to(self.device) for t in (obs, actions, returns))
         with self.prof.section("sgd step"):
-            with self.autocast():
-                q_all = self.net(obs)
+            q_all = self.forward_for_update(obs)
             q = q_all.float().gather(1, actions.unsqueeze(1)).squeeze(1)
             loss = F.smooth_l1_loss(q, returns) if self.cfg.huber else F.mse_loss(q, returns)
             self.optimizer.zero_grad(set_to_none=True)
@@ -165,6 +179,29 @@ class QLambdaLearner:
             self.optimizer.step()
             self.losses.add(loss)
         self.updates += 1
+
+    def forward_for_update(self, obs: torch.Tensor) -> torch.Tensor:
+        """The Q values an update trains, through the compiled network where there is one.
+        The first compiled call compiles; if that fails (no C++ compiler, an unsupported
+        backend), nothing has changed the weights yet, so the update runs uncompiled and
+        every later one does too."""
+        with self.autocast():
+            if not self.compile_pending:
+                return self.train_net(obs)
+            try:
+                q_all = self.train_net(obs)
+            except Exception as err:  # any compiler failure: go on without it
+                first = (str(err).strip().splitlines() or [""])[0][:200]
+                print(
+                    f"run.compile: torch.compile failed ({type(err).__name__}: {first}); "
+                    "training goes on uncompiled",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                self.train_net = self.net
+                q_all = self.net(obs)
+            self.compile_pending = False
+            return q_all
 
     def pop_loss(self) -> float | None:
         """Mean loss since the last call (one host sync, at log time only)."""

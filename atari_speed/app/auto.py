@@ -187,8 +187,9 @@ def _update_ms(
 
     device = pick_device(preset.run.device)
     dqn = preset.dqn
+    eager = preset.replace("run", compile=False)  # a compile per precision would cost more
     learners = [
-        make_learner(preset, build_network(dqn, obs_shape, actions), device, bf16=bf16)
+        make_learner(eager, build_network(dqn, obs_shape, actions), device, bf16=bf16)
         for bf16 in precisions
     ]
     size = max(update_schedule(preset, envs).batch, 1)

@@ -179,6 +179,14 @@ class RunConfig:
         "another greedy action where two actions' values are close (benchmarks/bf16_q.py)",
         False,
     )
+    compile: bool = doc(
+        "PQN: the SGD updates run the network through torch.compile (fused kernels; the same "
+        "math up to rounding). Acting, targets and evaluations run it uncompiled. The first "
+        "update waits for the compile (seconds; torch caches it for later runs); where the "
+        "compiler fails, the run says so and goes on uncompiled. Whether it pays depends on "
+        "the network and the machine (docs/roofline.md)",
+        False,
+    )
     profile: bool = doc(
         "time every stage of the learner, its actor processes and env workers (train.py "
         "--profile; Ray actors are not profiled): a table at the end, profile.json and "

@@ -8,6 +8,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from torch.nn import functional as F
 
 from atari_speed.agent.networks import DQN
 from atari_speed.agent.pqn import INFERENCE_BATCH, QLambdaLearner
@@ -39,13 +40,23 @@ def filled_rollout(
 
 
 def learner(
-    bf16: bool = False, channels_last: bool = False, device: str = "cpu", **pqn
+    bf16: bool = False,
+    channels_last: bool = False,
+    device: str = "cpu",
+    compile: bool = False,
+    **pqn,
 ) -> QLambdaLearner:
     torch.manual_seed(0)
     net = DQN(SHAPE, 3, network="small", layer_norm=True)
     cfg = DQNConfig(algorithm="pqn", learning_rate=1e-3, gamma=0.9, layer_norm=True)
     return QLambdaLearner(
-        net, cfg, PQNConfig(**pqn), torch.device(device), bf16=bf16, channels_last=channels_last
+        net,
+        cfg,
+        PQNConfig(**pqn),
+        torch.device(device),
+        bf16=bf16,
+        channels_last=channels_last,
+        compile=compile,
     )
 
 
@@ -133,6 +144,65 @@ def test_channels_last_is_the_same_math_in_another_layout():
     assert max(moved) > 1e-4  # the updates changed the weights ...
     for p, q in zip(plain.net.parameters(), last.net.parameters(), strict=True):
         assert torch.allclose(p, q, atol=1e-5)  # ... and alike in both layouts
+
+
+def test_compiled_updates_are_the_same_math_on_the_same_parameters():
+    rollout = filled_rollout()
+    plain, compiled = learner(minibatches=4), learner(minibatches=4, compile=True)
+    assert compiled.train_net is not compiled.net  # the updates go through torch.compile
+    for pqn in (plain, compiled):
+        pqn.learn(rollout, 0.0, np.random.default_rng(0))
+    assert not compiled.compile_pending and compiled.train_net is not compiled.net
+    moved = [
+        (p - q).abs().max().item()
+        for p, q in zip(plain.net.parameters(), learner().net.parameters(), strict=True)
+    ]
+    assert max(moved) > 1e-4  # the updates changed the weights ...
+    for p, q in zip(plain.net.parameters(), compiled.net.parameters(), strict=True):
+        assert torch.allclose(p, q, atol=1e-5)  # ... and the network the actor uses alike
+
+
+def test_compiled_bf16_gradients_are_as_close_to_fp32_as_uncompiled_bf16s():
+    torch.manual_seed(0)
+    net = DQN((4, 42, 42), 6, network="small", layer_norm=True)
+    net.to(memory_format=torch.channels_last)
+    rng = np.random.default_rng(0)
+    obs = torch.from_numpy(rng.integers(0, 255, (64, 4, 42, 42), dtype=np.uint8))
+    actions = torch.from_numpy(rng.integers(0, 6, 64))
+    returns = torch.from_numpy(rng.normal(size=64).astype(np.float32))
+
+    def gradients(forward, bf16):
+        net.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            q = forward(obs)
+        F.mse_loss(q.float().gather(1, actions[:, None]).squeeze(1), returns).backward()
+        return [p.grad.clone() for p in net.parameters()]
+
+    fp32 = gradients(net, False)
+    eager, compiled = gradients(net, True), gradients(torch.compile(net), True)
+    for f, e, c in zip(fp32, eager, compiled, strict=True):
+        off_eager, off_compiled = ((g - f).norm() / f.norm() for g in (e, c))
+        assert 0 < off_compiled < max(1.5 * off_eager, 1e-3)  # bf16's rounding, no more
+
+
+def test_a_compile_that_fails_says_so_and_the_updates_go_on_uncompiled(monkeypatch, capsys):
+    def no_compiler(module):
+        def call(x):
+            raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found\nmore")
+
+        return call
+
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    rollout = filled_rollout()
+    plain, failed = learner(minibatches=4), learner(minibatches=4, compile=True)
+    for pqn in (plain, failed):
+        pqn.learn(rollout, 0.0, np.random.default_rng(0))
+    assert failed.updates == 16 and failed.train_net is failed.net
+    err = capsys.readouterr().err
+    assert err.count("run.compile: torch.compile failed") == 1  # once, not per update
+    assert "No working C++ compiler found" in err and "more" not in err
+    for p, q in zip(plain.net.parameters(), failed.net.parameters(), strict=True):
+        assert torch.equal(p, q)  # the failed call changed nothing: the same updates
 
 
 class Table(torch.nn.Module):
