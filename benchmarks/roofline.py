@@ -15,7 +15,7 @@ optimizer, copies) are bound by memory traffic and overheads instead.
     uv run benchmarks/roofline.py --eval-beside    # the learner beside an evaluation
     uv run benchmarks/roofline.py --network nature --act 128   # atari-84's update and acting
 
-``--levers`` times today's update against torch.compile of the network, in-place ReLUs,
+``--levers`` times today's update against the same compiled (run.compile), in-place ReLUs,
 NCHW weights and frames, and the frames scaled in fp32 as the network once did,
 interleaved, in fp32 and (on a CPU with bf16 units) under bf16 autocast.
 ``--eval-beside`` runs the learner alone, then beside a thread playing greedy games as
@@ -147,7 +147,7 @@ def layer_flops(net: DQN, batch: int, network: str = "small") -> dict[str, float
     return dict(flops)
 
 
-def learner(bf16: bool, network: str = "small") -> QLambdaLearner:
+def learner(bf16: bool, network: str = "small", compile: bool = False) -> QLambdaLearner:
     torch.manual_seed(0)
     cfg = DQNConfig(algorithm="pqn", network=network, layer_norm=True, learning_rate=2.5e-4)
     net = DQN(SHAPES[network], ACTIONS, network=network, layer_norm=True)
@@ -158,6 +158,7 @@ def learner(bf16: bool, network: str = "small") -> QLambdaLearner:
         torch.device("cpu"),
         bf16=bf16,
         channels_last=True,
+        compile=compile,
     )
 
 
@@ -221,8 +222,7 @@ def levers(reps: int, updates: int, network: str = "small", bf16: bool = False) 
     rows: dict[str, tuple[QLambdaLearner, torch.Tensor]] = {
         f"today's ({precision}, channels-last)": (learner(bf16, network), obs)
     }
-    compiled = learner(bf16, network)
-    compiled.net = torch.compile(compiled.net)
+    compiled = learner(bf16, network, compile=True)  # run.compile: the updates compiled
     start = time.perf_counter()
     compiled.step(obs, actions, returns)
     compile_s = time.perf_counter() - start

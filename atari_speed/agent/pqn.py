@@ -169,39 +169,52 @@ class QLambdaLearner:
         """One SGD update towards fixed targets (on the device already, from ``learn``)."""
         obs, actions, returns = (t.to(self.device) for t in (obs, actions, returns))
         with self.prof.section("sgd step"):
-            q_all = self.forward_for_update(obs)
-            q = q_all.float().gather(1, actions.unsqueeze(1)).squeeze(1)
-            loss = F.smooth_l1_loss(q, returns) if self.cfg.huber else F.mse_loss(q, returns)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            loss = self.gradients(obs, actions, returns)
             if self.pqn.max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.pqn.max_grad_norm)
             self.optimizer.step()
             self.losses.add(loss)
         self.updates += 1
 
-    def forward_for_update(self, obs: torch.Tensor) -> torch.Tensor:
-        """The Q values an update trains, through the compiled network where there is one.
-        The first compiled call compiles; if that fails (no C++ compiler, an unsupported
-        backend), nothing has changed the weights yet, so the update runs uncompiled and
-        every later one does too."""
+    def gradients(
+        self, obs: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor
+    ) -> torch.Tensor:
+        """The loss, its gradients in the parameters' ``.grad``, through the compiled
+        network where there is one. The first compiled update compiles its forward and
+        backward passes; if that fails (no C++ compiler, an unsupported backend), the
+        optimizer has not stepped, so the gradients are computed again uncompiled, and
+        every later update's too."""
+        if not self.compile_pending:
+            return self._backward(self.train_net, obs, actions, returns)
+        try:
+            loss = self._backward(self.train_net, obs, actions, returns)
+        except Exception as err:  # any compiler failure: go on without it
+            first = (str(err).strip().splitlines() or [""])[0][:200]
+            print(
+                f"run.compile: torch.compile failed ({type(err).__name__}: {first}); "
+                "training goes on uncompiled",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.train_net = self.net
+            loss = self._backward(self.net, obs, actions, returns)
+        self.compile_pending = False
+        return loss
+
+    def _backward(
+        self,
+        net: Callable[[torch.Tensor], torch.Tensor],
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        returns: torch.Tensor,
+    ) -> torch.Tensor:
         with self.autocast():
-            if not self.compile_pending:
-                return self.train_net(obs)
-            try:
-                q_all = self.train_net(obs)
-            except Exception as err:  # any compiler failure: go on without it
-                first = (str(err).strip().splitlines() or [""])[0][:200]
-                print(
-                    f"run.compile: torch.compile failed ({type(err).__name__}: {first}); "
-                    "training goes on uncompiled",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                self.train_net = self.net
-                q_all = self.net(obs)
-            self.compile_pending = False
-            return q_all
+            q_all = net(obs)
+        q = q_all.float().gather(1, actions.unsqueeze(1)).squeeze(1)
+        loss = F.smooth_l1_loss(q, returns) if self.cfg.huber else F.mse_loss(q, returns)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        return loss
 
     def pop_loss(self) -> float | None:
         """Mean loss since the last call (one host sync, at log time only)."""

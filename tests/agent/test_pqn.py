@@ -185,10 +185,27 @@ def test_compiled_bf16_gradients_are_as_close_to_fp32_as_uncompiled_bf16s():
         assert 0 < off_compiled < max(1.5 * off_eager, 1e-3)  # bf16's rounding, no more
 
 
-def test_a_compile_that_fails_says_so_and_the_updates_go_on_uncompiled(monkeypatch, capsys):
+class FailsBackward(torch.autograd.Function):
+    """The identity, whose backward raises: a compiler that fails on the backward pass."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found\nmore")
+
+
+@pytest.mark.parametrize("failing", ["forward", "backward"])
+def test_a_compile_that_fails_says_so_and_the_updates_go_on_uncompiled(
+    monkeypatch, capsys, failing
+):
     def no_compiler(module):
         def call(x):
-            raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found\nmore")
+            if failing == "forward":
+                raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found\nmore")
+            return FailsBackward.apply(module(x))
 
         return call
 
@@ -202,7 +219,7 @@ def test_a_compile_that_fails_says_so_and_the_updates_go_on_uncompiled(monkeypat
     assert err.count("run.compile: torch.compile failed") == 1  # once, not per update
     assert "No working C++ compiler found" in err and "more" not in err
     for p, q in zip(plain.net.parameters(), failed.net.parameters(), strict=True):
-        assert torch.equal(p, q)  # the failed call changed nothing: the same updates
+        assert torch.equal(p, q)  # the failed pass changed nothing: the same updates
 
 
 class Table(torch.nn.Module):
