@@ -8,7 +8,6 @@ import copy
 import numpy as np
 import pytest
 import torch
-from torch.nn import functional as F
 
 from atari_speed.agent.networks import DQN
 from atari_speed.agent.pqn import INFERENCE_BATCH, QLambdaLearner
@@ -44,10 +43,11 @@ def learner(
     channels_last: bool = False,
     device: str = "cpu",
     compile: bool = False,
+    shape: tuple[int, ...] = SHAPE,
     **pqn,
 ) -> QLambdaLearner:
     torch.manual_seed(0)
-    net = DQN(SHAPE, 3, network="small", layer_norm=True)
+    net = DQN(shape, 3, network="small", layer_norm=True)
     cfg = DQNConfig(algorithm="pqn", learning_rate=1e-3, gamma=0.9, layer_norm=True)
     return QLambdaLearner(
         net,
@@ -163,23 +163,20 @@ def test_compiled_updates_are_the_same_math_on_the_same_parameters():
 
 
 def test_compiled_bf16_gradients_are_as_close_to_fp32_as_uncompiled_bf16s():
-    torch.manual_seed(0)
-    net = DQN((4, 42, 42), 6, network="small", layer_norm=True)
-    net.to(memory_format=torch.channels_last)
+    shape = (4, 42, 42)  # pong-fast's frames: the small network's real sizes
     rng = np.random.default_rng(0)
-    obs = torch.from_numpy(rng.integers(0, 255, (64, 4, 42, 42), dtype=np.uint8))
-    actions = torch.from_numpy(rng.integers(0, 6, 64))
+    obs = torch.from_numpy(rng.integers(0, 255, (64, *shape), dtype=np.uint8))
+    actions = torch.from_numpy(rng.integers(0, 3, 64))
     returns = torch.from_numpy(rng.normal(size=64).astype(np.float32))
 
-    def gradients(forward, bf16):
-        net.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            q = forward(obs)
-        F.mse_loss(q.float().gather(1, actions[:, None]).squeeze(1), returns).backward()
-        return [p.grad.clone() for p in net.parameters()]
+    def gradients(**kind):
+        pqn = learner(shape=shape, channels_last=True, **kind)  # the same initial weights
+        pqn.gradients(obs, actions, returns)
+        assert (pqn.train_net is not pqn.net) == kind.get("compile", False)  # compiled or not
+        return [p.grad.clone() for p in pqn.net.parameters()]
 
-    fp32 = gradients(net, False)
-    eager, compiled = gradients(net, True), gradients(torch.compile(net), True)
+    fp32, eager = gradients(), gradients(bf16=True)
+    compiled = gradients(bf16=True, compile=True)
     for f, e, c in zip(fp32, eager, compiled, strict=True):
         off_eager, off_compiled = ((g - f).norm() / f.norm() for g in (e, c))
         assert 0 < off_compiled < max(1.5 * off_eager, 1e-3)  # bf16's rounding, no more
