@@ -16,8 +16,9 @@ optimizer, copies) are bound by memory traffic and overheads instead.
     uv run benchmarks/roofline.py --network nature --act 128   # atari-84's update and acting
 
 ``--levers`` times today's update against the same compiled (run.compile), in-place ReLUs,
-NCHW weights and frames, and the frames scaled in fp32 as the network once did,
-interleaved, in fp32 and (on a CPU with bf16 units) under bf16 autocast.
+torch's foreach RAdam in place of the fused one (pqn.fused_optimizer), NCHW weights and
+frames, and the frames scaled in fp32 as the network once did, interleaved, in fp32 and
+(on a CPU with bf16 units) under bf16 autocast.
 ``--eval-beside`` runs the learner alone, then beside a thread playing greedy games as
 pong-fast's evaluation does (10 games side by side, one batched forward pass a step), at
 the process's threads, at one thread while the games play, and with the games' thread at
@@ -82,7 +83,7 @@ OPS: dict[str, tuple[str, ...]] = {
     "uint8 to float, casts, copies": ("aten::copy_", "aten::_to_copy", "aten::to", "aten::div"),
 }
 PART_OF = {op: part for part, ops in OPS.items() for op in ops}
-OPTIMIZER = "optimizer (RAdam, foreach)"
+OPTIMIZER = "optimizer (RAdam)"
 
 
 def seconds_per_call(fn: Callable[[], object], calls: int, reps: int) -> float:
@@ -147,14 +148,16 @@ def layer_flops(net: DQN, batch: int, network: str = "small") -> dict[str, float
     return dict(flops)
 
 
-def learner(bf16: bool, network: str = "small", compile: bool = False) -> QLambdaLearner:
+def learner(
+    bf16: bool, network: str = "small", compile: bool = False, fused: bool = True
+) -> QLambdaLearner:
     torch.manual_seed(0)
     cfg = DQNConfig(algorithm="pqn", network=network, layer_norm=True, learning_rate=2.5e-4)
     net = DQN(SHAPES[network], ACTIONS, network=network, layer_norm=True)
     return QLambdaLearner(
         net,
         cfg,
-        PQNConfig(max_grad_norm=10.0),
+        PQNConfig(max_grad_norm=10.0, fused_optimizer=fused),
         torch.device("cpu"),
         bf16=bf16,
         channels_last=True,
@@ -232,6 +235,10 @@ def levers(reps: int, updates: int, network: str = "small", bf16: bool = False) 
         if isinstance(module, nn.ReLU):
             module.inplace = True
     rows["ReLU in place"] = (in_place, obs)
+    rows["torch's foreach RAdam (pqn.fused_optimizer = false)"] = (
+        learner(bf16, network, fused=False),
+        obs,
+    )
     nchw = learner(bf16, network)
     nchw.net.to(memory_format=torch.contiguous_format)
     rows["weights and frames NCHW"] = (nchw, obs.contiguous())

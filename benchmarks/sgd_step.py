@@ -2,7 +2,7 @@
 same math: torch threads, channels-last weights, fused vs per-tensor Adam. With --pqn,
 PQN's update instead (pong-fast's `small` LayerNorm network on 42x42 frames, fp32, all
 threads): minibatches of 128 against 256, per update and per sample, channels-last
-weights, and RAdam's step alone per tensor against foreach. With --targets, what a
+weights, and RAdam's step alone per tensor, foreach and fused. With --targets, what a
 pong-fast rollout's Q(lambda) targets cost (64 envs x 32 steps, the preset's network,
 channels-last, fp32 and bf16): with the max_a Q the actor computed reused, against
 computed again (``pqn.act_with_average``: the average acts, so its values are not the
@@ -154,6 +154,7 @@ def target_rows(reps: int, steps: int) -> None:
 
 def pqn_rows(reps: int, steps: int) -> None:
     """PQN's minibatch update, interleaved rows, median ms per update and per sample."""
+    from atari_speed.agent.optim import FusedRAdam
     from atari_speed.agent.pqn import QLambdaLearner
     from atari_speed.core.config import PQNConfig
 
@@ -198,19 +199,27 @@ def pqn_rows(reps: int, steps: int) -> None:
         print(f"| {name} | {ms:.1f} | {ms * 1e3 / len(batch[0]):.0f} |")
 
     # RAdam's step alone, on the same parameters with fixed gradients.
+    kinds = {
+        "per tensor (torch's CPU default)": lambda params: torch.optim.RAdam(
+            params, lr=2.5e-4, foreach=False
+        ),
+        "foreach (pqn.fused_optimizer = false)": lambda params: torch.optim.RAdam(
+            params, lr=2.5e-4, foreach=True
+        ),
+        "fused (the learner's: agent/optim.py)": lambda params: FusedRAdam(params, lr=2.5e-4),
+    }
     optimizers = {}
-    for foreach in (False, True):
+    for name, make in kinds.items():
         torch.manual_seed(0)
         net = DQN(shape, actions, network="small", layer_norm=True)
         for p in net.parameters():
             p.grad = torch.randn_like(p)
-        optimizers[foreach] = (torch.optim.RAdam(net.parameters(), lr=2.5e-4, foreach=foreach), [])
+        optimizers[name] = (make(net.parameters()), [])
     for _ in range(reps):
         for opt, times in optimizers.values():
             times.append(ms_per_call(opt.step, steps * 5))
     print("\n| RAdam step alone | ms |\n|---|---:|")
-    for foreach, (_, times) in optimizers.items():
-        name = "foreach (the learner's)" if foreach else "per tensor (torch's CPU default)"
+    for name, (_, times) in optimizers.items():
         print(f"| {name} | {statistics.median(times):.2f} |")
 
 

@@ -20,6 +20,7 @@ from torch.nn import functional as F
 
 from atari_speed.agent.learner import LossMeter
 from atari_speed.agent.networks import DQN
+from atari_speed.agent.optim import FUSED_DEVICES, make_optimizer
 from atari_speed.agent.policy import greedy_and_values
 from atari_speed.agent.rollout import RolloutStore, q_lambda_returns
 from atari_speed.agent.schedules import RolloutSchedule
@@ -56,12 +57,12 @@ class QLambdaLearner:
             # Same math, another memory layout (run.channels_last): the actor's forward
             # passes use this network too, so they get the layout as well.
             self.net.to(memory_format=torch.channels_last)
-        optimizer = torch.optim.RAdam if pqn.optimizer == "radam" else torch.optim.Adam
-        # foreach: the same arithmetic over all tensors at once, torch's default only on
-        # CUDA; on a CPU it saves the per-tensor loop's overhead, a visible part of a small
-        # network's update (benchmarks/sgd_step.py --pqn times both).
-        self.optimizer = optimizer(
-            self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, foreach=True
+        self.optimizer = make_optimizer(
+            self.net.parameters(),
+            pqn.optimizer,
+            cfg.learning_rate,
+            cfg.adam_eps,
+            fused=pqn.fused_optimizer and device.type in FUSED_DEVICES,
         )
         self.bf16 = bf16
         # The updates' forward pass; the actor, targets and evaluations use self.net as it

@@ -265,6 +265,14 @@ class PQNConfig:
         "lambda of the Q(lambda) returns: 0 = 1-step, 1 = Monte Carlo", 0.65, low=0.0, high=1.0
     )
     optimizer: str = doc("adam | radam", "radam", choices=OPTIMIZERS)
+    fused_optimizer: bool = doc(
+        "the optimizer steps through torch's fused Adam kernel, one pass over the weights "
+        "where torch's foreach RAdam makes a dozen (RAdam's rectified steps are Adam's with "
+        "its rate and epsilon rescaled: agent/optim.py); on a CPU or CUDA GPU, elsewhere "
+        "torch's own. The same update to within float32 rounding, which still makes a run "
+        "another draw than one without it on the same seed",
+        True,
+    )
     max_grad_norm: float = doc("clip the gradient's norm to this; 0 = no clipping", 10.0, low=0.0)
     lr_decay: bool = doc("decay the learning rate linearly to 0 over pqn.lr_decay_steps", True)
     lr_decay_steps: int = doc(
