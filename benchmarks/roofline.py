@@ -16,7 +16,7 @@ optimizer, copies) are bound by memory traffic and overheads instead.
     uv run benchmarks/roofline.py --network nature --act 128   # atari-84's update and acting
 
 ``--levers`` times today's update against the same compiled (run.compile), in-place ReLUs,
-torch's foreach RAdam in place of the fused one (pqn.fused_optimizer), NCHW weights and
+RAdam through torch's fused Adam kernel (pqn.fused_optimizer), NCHW weights and
 frames, and the frames scaled in fp32 as the network once did, interleaved, in fp32 and
 (on a CPU with bf16 units) under bf16 autocast.
 ``--eval-beside`` runs the learner alone, then beside a thread playing greedy games as
@@ -149,7 +149,7 @@ def layer_flops(net: DQN, batch: int, network: str = "small") -> dict[str, float
 
 
 def learner(
-    bf16: bool, network: str = "small", compile: bool = False, fused: bool = True
+    bf16: bool, network: str = "small", compile: bool = False, fused: bool = False
 ) -> QLambdaLearner:
     torch.manual_seed(0)
     cfg = DQNConfig(algorithm="pqn", network=network, layer_norm=True, learning_rate=2.5e-4)
@@ -235,8 +235,8 @@ def levers(reps: int, updates: int, network: str = "small", bf16: bool = False) 
         if isinstance(module, nn.ReLU):
             module.inplace = True
     rows["ReLU in place"] = (in_place, obs)
-    rows["torch's foreach RAdam (pqn.fused_optimizer = false)"] = (
-        learner(bf16, network, fused=False),
+    rows["RAdam through the fused Adam kernel (pqn.fused_optimizer)"] = (
+        learner(bf16, network, fused=True),
         obs,
     )
     nchw = learner(bf16, network)

@@ -203,10 +203,10 @@ def pqn_rows(reps: int, steps: int) -> None:
         "per tensor (torch's CPU default)": lambda params: torch.optim.RAdam(
             params, lr=2.5e-4, foreach=False
         ),
-        "foreach (pqn.fused_optimizer = false)": lambda params: torch.optim.RAdam(
+        "foreach (the learner's)": lambda params: torch.optim.RAdam(
             params, lr=2.5e-4, foreach=True
         ),
-        "fused (the learner's: agent/optim.py)": lambda params: FusedRAdam(params, lr=2.5e-4),
+        "fused (pqn.fused_optimizer: agent/optim.py)": lambda params: FusedRAdam(params, lr=2.5e-4),
     }
     optimizers = {}
     for name, make in kinds.items():

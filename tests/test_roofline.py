@@ -40,7 +40,7 @@ def test_flops_of_atari_84s_network():
 
 
 def test_ops_are_grouped_by_name_and_the_optimizer_by_where_they_ran():
-    learner = roofline.learner(bf16=False)
+    learner = roofline.learner(bf16=False, fused=True)
     obs = torch.zeros(4, *roofline.SHAPES["small"], dtype=torch.uint8)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(7):  # past RAdam's first five steps: the fused ones too

@@ -145,14 +145,9 @@ class FusedRAdam(FusedAdam):
     count is also kept on the host, so that choosing a step's kind reads no device tensor
     (on a GPU, a sync)."""
 
-    def __init__(
-        self,
-        params: Iterable[torch.Tensor],
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-    ) -> None:
-        super().__init__(params, lr=lr, betas=betas, eps=eps)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """``FusedAdam``'s arguments."""
+        super().__init__(*args, **kwargs)
         if len(self.param_groups) != 1:
             raise ValueError("FusedRAdam takes one param group")
         self.steps = 0

@@ -267,11 +267,13 @@ class PQNConfig:
     optimizer: str = doc("adam | radam", "radam", choices=OPTIMIZERS)
     fused_optimizer: bool = doc(
         "the optimizer steps through torch's fused Adam kernel, one pass over the weights "
-        "where torch's foreach RAdam makes a dozen (RAdam's rectified steps are Adam's with "
-        "its rate and epsilon rescaled: agent/optim.py); on a CPU or CUDA GPU, elsewhere "
-        "torch's own. The same update to within float32 rounding, which still makes a run "
-        "another draw than one without it on the same seed",
-        True,
+        "where torch's foreach RAdam makes one per operation (RAdam's rectified steps are "
+        "Adam's with its rate and epsilon rescaled: agent/optim.py); on a CPU or CUDA GPU, "
+        "elsewhere torch's own. The same update to within float32 rounding, so another draw "
+        "than without it on the same seed. Where measured, training stepped faster with it "
+        "but pong-fast solved later and atari-84's one Breakout run scored lower "
+        "(docs/roofline.md)",
+        False,
     )
     max_grad_norm: float = doc("clip the gradient's norm to this; 0 = no clipping", 10.0, low=0.0)
     lr_decay: bool = doc("decay the learning rate linearly to 0 over pqn.lr_decay_steps", True)

@@ -127,7 +127,7 @@ def test_learning_rate_decays_linearly_with_progress():
     pqn = learner(epochs=1, minibatches=1, lr_decay=True)
     pqn.learn(filled_rollout(), 0.75, np.random.default_rng(0))
     assert pqn.optimizer.param_groups[0]["lr"] == pytest.approx(0.25e-3)
-    assert isinstance(pqn.optimizer, FusedRAdam)  # RAdam, the default
+    assert isinstance(pqn.optimizer, torch.optim.RAdam)  # the default
 
 
 def test_channels_last_is_the_same_math_in_another_layout():
@@ -465,17 +465,17 @@ def test_one_step_runs_on_the_learners_device_whatever_device_its_batch_is_on():
 def test_the_optimizer_runs_fused_or_else_foreach(optimizer):
     # both are the same math over all tensors at once, faster on a CPU for a small network
     # than a loop (benchmarks/sgd_step.py --pqn); only the options show which runs
-    fused = learner(optimizer=optimizer).optimizer
+    fused = learner(optimizer=optimizer, fused_optimizer=True).optimizer
     assert isinstance(fused, FusedRAdam if optimizer == "radam" else FusedAdam)
     assert fused.param_groups[0]["fused"] is True
-    torchs = learner(optimizer=optimizer, fused_optimizer=False).optimizer
+    torchs = learner(optimizer=optimizer).optimizer  # the default
     assert isinstance(torchs, torch.optim.RAdam if optimizer == "radam" else torch.optim.Adam)
     assert torchs.param_groups[0]["foreach"] is True and not isinstance(torchs, FusedAdam)
     # a device without the fused kernel keeps torch's
     meta = QLambdaLearner(
         DQN(SHAPE, 3, network="small"),
         DQNConfig(algorithm="pqn"),
-        PQNConfig(),
+        PQNConfig(fused_optimizer=True),
         torch.device("meta"),
     )
     assert isinstance(meta.optimizer, torch.optim.RAdam)
