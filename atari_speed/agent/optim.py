@@ -26,17 +26,12 @@ import torch
 FUSED_DEVICES = ("cpu", "cuda")
 
 
-def rho(step: int, beta2: float) -> float:
-    """The length of the approximated simple moving average at ``step`` (RAdam's rho_t)."""
-    rho_inf = 2.0 / (1.0 - beta2) - 1.0
-    return rho_inf - 2.0 * step * beta2**step / (1.0 - beta2**step)
-
-
 def rectification(step: int, beta2: float) -> float | None:
-    """RAdam's factor r_t at ``step`` (from 1), or None while the step is not rectified
-    (rho_t <= 5: RAdam's threshold, the first five steps at beta2 0.999)."""
+    """RAdam's factor r_t at ``step`` (from 1), or None while the step is not rectified:
+    while rho_t, the length of the approximated simple moving average, is at most 5
+    (RAdam's threshold: the first five steps at beta2 0.999)."""
     rho_inf = 2.0 / (1.0 - beta2) - 1.0
-    rho_t = rho(step, beta2)
+    rho_t = rho_inf - 2.0 * step * beta2**step / (1.0 - beta2**step)
     if rho_t <= 5.0:
         return None
     return math.sqrt(
@@ -55,7 +50,7 @@ def make_optimizer(
     # foreach: the same arithmetic over all tensors at once, torch's default only on
     # CUDA; on a CPU it saves the per-tensor loop's overhead, a visible part of a small
     # network's update (benchmarks/sgd_step.py --pqn times both).
-    return (ForeachRAdam if kind == "radam" else ForeachAdam)(params, lr=lr, eps=eps)
+    return (ForeachRAdam if kind == "radam" else ForeachAdam)(params, lr=lr, eps=eps, foreach=True)
 
 
 # What a fused step has no code for; a loaded state that asks for one is refused.
@@ -69,54 +64,44 @@ def _refuse_unsupported(state_dict: dict[str, Any], name: str) -> None:
                 raise ValueError(f"{name} cannot go on from a state with {key} = {group[key]}")
 
 
-def _steps_as(optimizer: torch.optim.Optimizer, on_device: bool) -> None:
-    """Each weight's ``step`` as a float32 scalar, on the weight's device (fused kernels
-    read it there) or on the host (the foreach steps read it as a number: on a GPU, a
-    sync for each)."""
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            state = optimizer.state.get(p)
-            if state:
-                device = p.device if on_device else torch.device("cpu")
-                state["step"] = torch.tensor(
-                    float(state["step"]), dtype=torch.float32, device=device
-                )
-
-
-class ForeachAdam(torch.optim.Adam):
-    """torch's Adam, foreach, and kept so when a state saved by a fused one is loaded:
-    the loaded groups would otherwise take the saved ones' settings."""
-
-    def __init__(self, params: Iterable[torch.Tensor], lr: float, eps: float) -> None:
-        super().__init__(params, lr=lr, eps=eps, foreach=True)
+class KeepsItsKernel(torch.optim.Optimizer):
+    """An optimizer that goes on with the kernel it was made with (``foreach``, ``fused``)
+    when it loads a state saved by another: torch's ``load_state_dict`` takes the saved
+    groups' settings, flags included, so a fused state loaded by a foreach optimizer
+    would step fused, and the reverse. Each weight's ``step`` moves to where this kernel
+    reads it: a fused kernel on the weight's device, a foreach step on the host (it reads
+    the count as a number: on a GPU, a sync for each)."""
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
+        fused = bool(self.defaults.get("fused"))
         for group in self.param_groups:
-            group["foreach"], group["fused"] = True, None
-        _steps_as(self, on_device=False)
+            for flag in ("foreach", "fused"):
+                if flag in self.defaults:
+                    group[flag] = self.defaults[flag]
+                else:  # a flag this kind of optimizer does not have
+                    group.pop(flag, None)
+            for p in group["params"]:
+                state = self.state.get(p)
+                if state:
+                    device = p.device if fused else torch.device("cpu")
+                    state["step"] = torch.tensor(
+                        float(state["step"]), dtype=torch.float32, device=device
+                    )
 
 
-class ForeachRAdam(torch.optim.RAdam):
-    """torch's RAdam, foreach, and kept so when a state saved by ``FusedRAdam`` is loaded
-    (its groups say fused, which RAdam would read as no foreach)."""
-
-    def __init__(self, params: Iterable[torch.Tensor], lr: float, eps: float) -> None:
-        super().__init__(params, lr=lr, eps=eps, foreach=True)
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        super().load_state_dict(state_dict)
-        for group in self.param_groups:
-            group["foreach"] = True
-            group.pop("fused", None)
-        _steps_as(self, on_device=False)
+class ForeachAdam(KeepsItsKernel, torch.optim.Adam):
+    """torch's Adam, foreach (``make_optimizer``), kept so across a fused one's state."""
 
 
-class FusedAdam(torch.optim.Adam):
-    """torch's Adam with ``fused=True``, and kept so when a state saved without it (by
-    torch's foreach Adam or RAdam) is loaded: the loaded groups would otherwise take the
-    saved ones' unfused settings, and fused Adam wants each ``step`` on its weight's
-    device."""
+class ForeachRAdam(KeepsItsKernel, torch.optim.RAdam):
+    """torch's RAdam, foreach (``make_optimizer``), kept so across ``FusedRAdam``'s state."""
+
+
+class FusedAdam(KeepsItsKernel, torch.optim.Adam):
+    """torch's Adam with ``fused=True``, kept so across a state saved by torch's foreach
+    Adam or RAdam, and refusing one that asks for what the fused steps here have no code
+    for (``UNSUPPORTED``)."""
 
     def __init__(
         self,
@@ -130,9 +115,6 @@ class FusedAdam(torch.optim.Adam):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         _refuse_unsupported(state_dict, type(self).__name__)
         super().load_state_dict(state_dict)
-        for group in self.param_groups:
-            group["fused"], group["foreach"] = True, None
-        _steps_as(self, on_device=True)
 
 
 class FusedRAdam(FusedAdam):
