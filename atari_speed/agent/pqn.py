@@ -164,7 +164,7 @@ class QLambdaLearner:
         schedule = RolloutSchedule.of(self.pqn, len(obs))
         for indices in schedule.minibatch_indices(rng, schedule.updates_at(share)):
             idx = torch.from_numpy(indices).to(self.device)
-            self.step(obs[idx], actions[idx], returns[idx])
+            self.step(*(rows(t, idx) for t in (obs, actions, returns)))
 
     def step(self, obs: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor) -> None:
         """One SGD update towards fixed targets (on the device already, from ``learn``)."""
@@ -232,3 +232,11 @@ class QLambdaLearner:
         self.net.load_state_dict(state["net"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
+
+
+def rows(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``tensor[index]`` for a 1-d ``index`` of rows, in ``tensor``'s memory layout, through
+    index_select into a tensor laid out like it: on a CPU, advanced indexing takes a
+    general path that gathers channels-last frames several times slower
+    (docs/roofline.md)."""
+    return torch.index_select(tensor, 0, index, out=torch.empty_like(tensor[: len(index)]))

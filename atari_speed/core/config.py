@@ -160,6 +160,14 @@ class RunConfig:
         "it on this machine; docs/pong-fast.md)",
         False,
     )
+    keep_freed_memory: bool = doc(
+        "keep the memory the run frees for its next tensors (glibc's malloc, on Linux: freed "
+        "heap is not given back to the system, and blocks below 32 MiB come from it rather "
+        "than from fresh pages): the same math, without a page fault per 4 KiB of every "
+        "minibatch's new tensors; the process keeps its peak memory. Nothing where the C "
+        "library is not glibc (docs/roofline.md)",
+        True,
+    )
     log_every: int = doc("agent steps between TensorBoard scalars and summary.json", 2_000, low=1)
     amp: bool = doc(
         "deprecated: use run.precision = 'bf16'; true still means bf16 on a CUDA GPU that has it",

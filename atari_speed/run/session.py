@@ -104,6 +104,8 @@ class Run:
         self.next_replay_save = self.frames + preset.run.replay_save_every
         self.evaluation: Evaluation | None = None
         self.eval_envs = KeptEnvs()  # every-start evaluations' envs, made once
+        # best.pt's weights by smoothed score, and their agent step, not yet written
+        self.best_pending: tuple[dict[str, torch.Tensor], int] | None = None
 
     def vector_env(self) -> VectorEnv:
         """The plan's envs (``run.envs`` of them) on its backend, timed under --profile."""
@@ -362,9 +364,20 @@ class Run:
 
     def game(self, game: Game) -> None:
         """Record a finished game; best.pt follows the smoothed score until evaluations
-        score the weights (never, when they are off)."""
+        score the weights (never, when they are off). The weights of a new best are kept
+        here and written with the next checkpoint.pt and on the way out (``write_best``):
+        a rising score makes a new best every few games, and a write each time was a
+        large part of a run's chores (docs/roofline.md)."""
         if self.tracker.game(game) and self.tracker.best_eval is None:
-            self.checkpoint("best.pt", weights_only=True)
+            weights = {k: v.detach().clone() for k, v in self.learner.net.state_dict().items()}
+            self.best_pending = (weights, self.frames)
+
+    def write_best(self) -> None:
+        """Write the best weights by smoothed score kept since the last write, if any."""
+        if self.best_pending is not None:
+            weights, frames = self.best_pending
+            self.checkpoint("best.pt", weights_only=True, net_state=weights, frames=frames)
+            self.best_pending = None
 
     def periodic(self, buffer_fill: float) -> None:
         """Logs, checkpoints and evaluation, each when its interval of agent steps has passed."""
@@ -380,6 +393,7 @@ class Run:
                 self.tracker.log_profile("", self.prof.report())
         if self.frames >= self.next_checkpoint:
             self.next_checkpoint = self.frames + run.checkpoint_every
+            self.write_best()
             self.checkpoint()
         # n-env only: in parallel mode actors write while a copy would be read.
         if (
@@ -452,6 +466,7 @@ class Run:
     def _record_evaluation(self, final: bool = False) -> None:
         evaluation, self.evaluation = self.evaluation, None
         assert evaluation is not None
+        self.best_pending = None  # best.pt follows evaluations from the first one on
         best = self.tracker.evaluated(
             evaluation.result(),
             evaluation.frames,
@@ -524,6 +539,7 @@ class Run:
         name: str = "checkpoint.pt",
         weights_only: bool = False,
         net_state: dict[str, Any] | None = None,
+        frames: int | None = None,
     ) -> None:
         plan, resumable = self.plan, not weights_only
         checkpoint = Checkpoint(
@@ -535,7 +551,7 @@ class Run:
             dueling=self.preset.dqn.dueling,
             network=self.preset.dqn.network,
             layer_norm=self.preset.dqn.layer_norm,
-            frames=self.frames,
+            frames=self.frames if frames is None else frames,
             net=net_state if net_state is not None else self.learner.net.state_dict(),
             learner=self.learner.state_dict() if resumable else None,
             stats=self.tracker.stats() if resumable else None,

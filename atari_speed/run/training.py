@@ -22,6 +22,7 @@ from typing import Any
 
 from atari_speed.core.config import Preset
 from atari_speed.core.errors import DiskFullError, disk_full_cause, interrupt_as_exception
+from atari_speed.core.memory import keep_freed_memory
 from atari_speed.run.baseline import run_baseline
 from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.nenv import run_nenv
@@ -61,6 +62,8 @@ def train(
     """Train with ``preset`` (its ``auto`` fields already chosen, ``choices`` saying how);
     return the final summary, also in ``run_dir/summary.json``. Ctrl-C and SIGTERM save a
     checkpoint and raise KeyboardInterrupt carrying the summary."""
+    if preset.run.keep_freed_memory:
+        keep_freed_memory()
     plan = make_plan(preset, choices)
     if plan.mode == "parallel" and preset.run.engine == "ray" and preset.run.ray_address:
         # a cluster that cannot be joined fails here, before the run directory is made
@@ -109,7 +112,7 @@ def finish(run: Run, failing: bool) -> dict[str, dict[str, Any]] | None:
         nonlocal profile
         profile = write_profile(run)
 
-    steps: list[Callable[[], Any]] = [run.end_evaluations, run.checkpoint]
+    steps: list[Callable[[], Any]] = [run.end_evaluations, run.write_best, run.checkpoint]
     if run.prof.enabled:
         steps.append(save_profile)
     steps.append(run.tracker.close)

@@ -525,3 +525,19 @@ def test_a_step_moves_the_observations_actions_and_returns_to_the_learners_devic
     pqn.step(*inputs)
     assert [moved.get(id(t)) for t in inputs] == ["cuda"] * 3
     assert pqn.updates == 1
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_a_minibatch_has_the_rows_of_its_indices_in_the_rollouts_layout(channels_last):
+    from atari_speed.agent.pqn import rows
+
+    frames = torch.randint(0, 256, (64, 4, 6, 5), dtype=torch.uint8)
+    if channels_last:
+        frames = frames.contiguous(memory_format=torch.channels_last)
+    index = torch.tensor([7, 0, 63, 7, 12])
+    got = rows(frames, index)
+    assert torch.equal(got, frames[index])
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    assert got.is_contiguous(memory_format=layout)
+    returns = torch.arange(64, dtype=torch.float32)
+    assert torch.equal(rows(returns, index), returns[index])

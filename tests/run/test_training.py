@@ -1245,3 +1245,82 @@ def test_acting_with_the_average_needs_one_and_the_n_env_actor():
     off = str(e.value).split("or --set ")[1].split(" --set ")
     assert off == ["explore.epsilon_at_stop=-1", "pqn.act_with_average=false"]
     make_plan(load_preset("pong-fast", [*both, *off, *AUTO_OFF]))  # as the line says: runs
+
+
+def test_best_pt_by_smoothed_score_is_kept_and_written_with_the_next_checkpoint(tmp_path):
+    # without evaluations best.pt follows the smoothed score: a new best keeps the weights
+    # of that moment (not written yet), the checkpoint.pt that comes next writes them with
+    # their agent step, and an evaluation, from which on best.pt follows evaluations,
+    # drops them
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = ["run.envs=1", "run.mode='n-env'", "run.checkpoint_every=100", *AUTO_OFF]
+    run = Run(make_plan(load_preset("pong-fast", overrides)), tmp_path / "a")
+    best_pt = tmp_path / "a" / "best.pt"
+    try:
+        run.tracker.advance(40)
+        run.game(Game(-20.0, 40))
+        at_best = {k: v.clone() for k, v in run.learner.net.state_dict().items()}
+        with torch.no_grad():  # training moves the weights on, and the next game is worse
+            for p in run.learner.net.parameters():
+                p.add_(1.0)
+        run.tracker.advance(30)
+        run.game(Game(-21.0, 30))
+        assert not best_pt.exists(), "a new best is kept, not written at once"
+        run.periodic(0.0)  # agent step 70: before the first checkpoint.pt
+        assert not best_pt.exists()
+        run.tracker.advance(40)
+        run.periodic(0.0)  # 110: checkpoint.pt, and best.pt with it
+        best = load_checkpoint(best_pt)
+        assert best.frames == 40 and best.learner is None
+        assert all(torch.equal(best.net[k], v) for k, v in at_best.items())
+        assert run.best_pending is None, "written once"
+        best_pt.unlink()
+        run.game(Game(-19.0, 40))  # a new best again; then an evaluation is recorded
+        assert run.best_pending is not None
+        _evaluation_done(run, -18.0, average=False)
+        run._record_evaluation()
+        assert run.best_pending is None
+        assert load_checkpoint(best_pt).frames == run.frames, "the evaluation's best.pt"
+    finally:
+        run.tracker.close()
+        run.lock.release()
+
+
+def test_a_run_that_ends_writes_the_best_weights_it_kept(tmp_path):
+    # the way out (finish) writes the kept best, as a run that ends before its first
+    # checkpoint.pt interval must still leave its best.pt
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+    from atari_speed.run.training import finish
+
+    overrides = ["run.envs=1", "run.mode='n-env'", *AUTO_OFF]
+    run = Run(make_plan(load_preset("pong-fast", overrides)), tmp_path / "a")
+    run.tracker.advance(25)
+    run.game(Game(-20.0, 25))
+    finish(run, failing=False)
+    assert load_checkpoint(tmp_path / "a" / "best.pt").frames == 25
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_train_keeps_freed_memory_where_the_preset_says(tmp_path, monkeypatch, keep):
+    # run.keep_freed_memory sets the C library's malloc before anything of the run is made
+    from atari_speed.core.config import load_preset
+    from atari_speed.run import training
+
+    class Stop(Exception):
+        pass
+
+    def no_run(*args, **kwargs):
+        raise Stop
+
+    calls: list[bool] = []
+    monkeypatch.setattr(training, "keep_freed_memory", lambda: calls.append(True) or True)
+    monkeypatch.setattr(training, "make_plan", no_run)
+    preset = load_preset("pong-fast", [f"run.keep_freed_memory={str(keep).lower()}", *AUTO_OFF])
+    with pytest.raises(Stop):
+        training.train(preset, tmp_path / "a")
+    assert calls == ([True] if keep else [])
