@@ -115,7 +115,12 @@ class RunConfig:
     device: str = doc("auto (CUDA when present) | cpu | cuda", "auto", choices=DEVICES)
     seed: int = doc("seed of envs, exploration and network init", 0, low=0)
     stop_reward: float = doc("solved when the smoothed game score reaches this", 18.0)
-    checkpoint_every: int = doc("agent steps between checkpoint.pt writes", 100_000, low=1)
+    checkpoint_every: int = doc(
+        "agent steps between checkpoint.pt writes (and best.pt's, while it follows the "
+        "smoothed score: its new bests are kept in memory until then)",
+        100_000,
+        low=1,
+    )
     replay_save: bool = doc(
         "DQN: save the replay (compressed) to replay.npz beside checkpoint.pt on the "
         "way out (end, Ctrl-C, SIGTERM, error), so --resume trains on at once instead of "
