@@ -497,6 +497,18 @@ class EvalConfig:
         "weights move fast, an average of them can lag into play that none of them plays",
         -1000.0,
     )
+    max_game_score: float = doc(
+        "0 = off; else the most a game's positive rewards can add up to (Pong: 21, the "
+        "points that end a game). A game then scores at most this less the points it has "
+        "lost so far, and an evaluation stops as soon as its games' mean can no longer reach "
+        "run.stop_reward: while the agent is far from it, a few of its games' points tell "
+        "as much as the whole games. Until an evaluation has reached run.stop_reward, and "
+        "not the final one (eval.at_end). One cut short is recorded with the most its mean "
+        "could have been (at_most in summary.json, eval/at_most in TensorBoard), is never "
+        "best.pt's, and counts for pqn.follow_greedy as below run.stop_reward",
+        0.0,
+        low=0.0,
+    )
     snapshots: bool = doc(
         "keep the weights each evaluation was given, as they are, in the run directory's "
         "snapshots/<agent step>.pt, and with eval.average_steps their average beside them "
@@ -667,6 +679,14 @@ def check_consistency(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [eval] every_start = true with epsilon = {preset.eval.epsilon:g}: every "
             "start's one game is the greedy agent's; set epsilon = 0, or every_start = false"
+        )
+    max_score, stop = preset.eval.max_game_score, preset.run.stop_reward
+    if max_score and not (math.isfinite(stop) and max_score >= stop):
+        raise ConfigError(
+            f"{source}: [eval] max_game_score = {max_score:g} with run.stop_reward = {stop:g}: "
+            "evaluations stop once they cannot reach stop_reward, which a game scoring at most "
+            "max_game_score never does; set a finite stop_reward at most max_game_score, or "
+            "max_game_score = 0"
         )
     if preset.eval.average_from > -1000 and preset.eval.average_steps <= 0:
         raise ConfigError(

@@ -116,13 +116,19 @@ def play_side_by_side(
     rng: np.random.Generator,
     stop: threading.Event | None = None,
     options: Sequence[dict[str, Any] | None] | None = None,
+    cutoff: Cutoff | None = None,
+    weights: Sequence[float] | None = None,
 ) -> list[float]:
     """One whole game on each env, all stepped together; each game's unclipped score, in
     the order the envs are given. ``stop`` ends play early, with only the games finished;
-    ``options``, one per env, start its game (a chosen start: ``wrappers.NOOPS``)."""
+    ``options``, one per env, start its game (a chosen start: ``wrappers.NOOPS``);
+    ``cutoff``: CutShort once the games' mean, weighted ``weights`` (None: equally), can
+    no longer reach its target."""
     options = options or [None] * len(envs)
+    weights = weights or [1 / len(envs)] * len(envs)
     obs = [new_game(env, o) for env, o in zip(envs, options, strict=True)]
     scores: list[float | None] = [None] * len(envs)
+    steps = 0
     while not (stop is not None and stop.is_set()):
         playing = [i for i, score in enumerate(scores) if score is None]
         if not playing:
@@ -131,6 +137,14 @@ def play_side_by_side(
         actions = act(net, batch, epsilon, envs[0].action_space.n, rng, device)[0]
         for i, action in zip(playing, actions, strict=True):
             obs[i], scores[i] = step_game(envs[i], int(action))
+        steps += len(playing)
+        if cutoff is not None:
+            recorders = [env.recorder for env in envs]  # type: ignore[attr-defined]
+            most = [
+                cutoff.max_score - points_lost(r.scored) if s is None else s
+                for r, s in zip(recorders, scores, strict=True)
+            ]
+            cutoff.check(weights, most, steps)
     return [s for s in scores if s is not None]
 
 
@@ -143,6 +157,45 @@ def step_game(env: gym.Env, action: int) -> tuple[np.ndarray, float | None]:
     if terminated or truncated:
         step_obs, _ = env.reset()
     return np.asarray(step_obs), None
+
+
+class CutShort(Exception):
+    """An evaluation stopped once its games could no longer reach its ``Cutoff``'s target:
+    ``at_most`` is the most its mean could have been."""
+
+    def __init__(self, at_most: float, played: int) -> None:
+        super().__init__(f"the mean could be at most {at_most:+.2f}")
+        self.at_most, self.played = at_most, played
+
+
+@dataclasses.dataclass(frozen=True)
+class Cutoff:
+    """When an evaluation stops early: once its games' lost points leave its mean no way to
+    reach ``target``. A game's score is at most ``max_score`` (the most its positive
+    rewards can add up to: Pong's 21 points that end it) less the points it has lost so
+    far, and that bound only falls as it plays."""
+
+    target: float  # run.stop_reward
+    max_score: float  # eval.max_game_score
+
+    def check(self, weights: Sequence[float], most: Sequence[float], played: int) -> None:
+        """CutShort where games weighted ``weights`` (summing to 1), each scoring at most
+        ``most``, can no longer reach the target; ``played``: agent steps so far."""
+        bound = float(np.dot(weights, most))
+        if bound < self.target:
+            raise CutShort(bound, played)
+
+
+def points_lost(scored: Sequence[tuple[int, float]], after: int = 0, upto: int = 0) -> float:
+    """The points a game lost (its negative rewards, as a positive sum) on its emulator
+    frames in (``after``, ``upto``] (0 = to its last), from its recorder's ``scored``: the
+    score after each frame that scored."""
+    lost, last = 0.0, 0.0
+    for frame, score in scored:
+        if score < last and frame > after and (not upto or frame <= upto):
+            lost += last - score
+        last = score
+    return lost
 
 
 @dataclasses.dataclass
@@ -163,6 +216,8 @@ def play_merging(
     options: Sequence[dict[str, Any] | None],
     max_frames: int = 0,
     stop: threading.Event | None = None,
+    cutoff: Cutoff | None = None,
+    weights: Sequence[float] = (),
 ) -> tuple[list[float], int]:
     """``play_side_by_side`` for a greedy agent without sticky actions, where a game is a
     function of its start: a game that reaches a state (the emulator's RAM and the
@@ -175,7 +230,9 @@ def play_merging(
     out, so a game only goes on as one that was in that state at no more frames than its
     own. Fewer envs than starts play the starts in turn, in their order: an env whose game
     stopped starts the next. Returns each start's score (``[]`` when ``stop`` ended play)
-    and the agent steps played."""
+    and the agent steps played. ``cutoff``: CutShort once the starts' mean, weighted
+    ``weights``, can no longer reach its target (a game's points lost include those of
+    the game it goes on as, from where it met it)."""
     recorders = [env.recorder for env in envs]  # type: ignore[attr-defined]
     games = [_Game() for _ in options]
     waiting, env_of = collections.deque(range(len(options))), {}  # game -> its env's index
@@ -204,6 +261,21 @@ def play_merging(
         playing.discard(game)
         freed.append(env_of[game])
 
+    cap = max_frames or MAX_EPISODE_FRAMES  # a game that goes on as another ends at its own
+
+    def lost(game: int, after: int, upto: int) -> float:
+        """The points ``game`` lost on its own frames in (``after``, ``upto``] so far."""
+        if game in playing:
+            return points_lost(recorders[env_of[game]].scored, after, upto)
+        if game not in env_of:  # not started
+            return 0.0
+        g = games[game]
+        own = points_lost(g.scored, after, min(upto, g.end))
+        if g.link is None or upto <= g.end:
+            return own
+        other, at = g.link[:2]
+        return own + lost(other, at + max(after - g.end, 0), at + upto - g.end)
+
     for env in range(min(len(envs), len(options))):
         start(env)
     rng = np.random.default_rng(0)  # epsilon 0: never drawn from
@@ -211,6 +283,7 @@ def play_merging(
         order = sorted(playing)
         batch = np.stack([obs[i] for i in order])
         actions = act(net, batch, 0.0, envs[0].action_space.n, rng, device)[0]
+        before = [recorders[env_of[i]].reward for i in order]  # a fall: points lost
         for i, action in zip(order, actions, strict=True):
             obs[i], over = step_game(envs[env_of[i]], int(action))
             steps += 1
@@ -234,6 +307,13 @@ def play_merging(
             if meets and other in playing:  # it was here at more frames: it goes on as this one
                 halt(other, frame, here)
             seen[key] = here
+        # the bound falls where a game lost points, or stopped to go on as one that did
+        if cutoff is not None and (
+            freed
+            or any(recorders[env_of[i]].reward < r for i, r in zip(order, before, strict=True))
+        ):
+            most = [cutoff.max_score - lost(i, 0, cap) for i in range(len(options))]
+            cutoff.check(weights, most, steps)
         for env in freed:  # each starts the next start, checked from its first step on
             start(env)
         freed.clear()
@@ -252,7 +332,6 @@ def play_merging(
         g = games[game]
         return g.end if g.link is None else g.end + last_frame(g.link[0]) - g.link[1]
 
-    cap = max_frames or MAX_EPISODE_FRAMES  # a game that goes on as another ends at its own
     return [score_at(i, min(last_frame(i), cap)) for i in range(len(options))], steps
 
 
@@ -329,6 +408,7 @@ def play_every_start(
     stop: threading.Event | None = None,
     merge: bool = True,
     kept: KeptEnvs | None = None,
+    cutoff: Cutoff | None = None,
 ) -> dict[str, Any]:
     """One greedy game of ``net`` from each start NoopReset can give, side by side (with
     sticky actions, env i seeded ``seed + i``): the NOOP frames of each start, its
@@ -337,7 +417,9 @@ def play_every_start(
     is its expected greedy score, exactly, and games that meet are played once:
     ``play_merging``; ``merge=False`` plays every game out). ``stop`` ends play early,
     with no scores and a mean of nan; ``kept``: the starts and envs of the evaluations
-    before, left open (``KeptEnvs``). ConfigError for a pipeline without NoopReset."""
+    before, left open (``KeptEnvs``); ``cutoff``: play stops once the mean can no longer
+    reach its target, with no scores, a mean of nan and ``at_most`` the most it could have
+    been (else None). ConfigError for a pipeline without NoopReset."""
     starts, sticky = kept.starts(pipeline, game) if kept else probe_starts(pipeline, game)
     exact = sticky == 0.0
     device = device or torch.device("cpu")
@@ -351,24 +433,30 @@ def play_every_start(
     else:
         envs = evaluation_envs(pipeline, game, count, None if exact else seed, max_frames)
         keep = False
+    weights = np.array(list(starts.values()))
+    at_most = None
+    # only a cut passes to the games: a test's stand-in for them may not take one
+    cut = {} if cutoff is None else {"cutoff": cutoff, "weights": weights.tolist()}
     try:
         if merging:
-            scores, steps = play_merging(envs, net, device, options, max_frames, stop)
+            scores, steps = play_merging(envs, net, device, options, max_frames, stop, **cut)
         else:
             rng = np.random.default_rng(seed)
-            scores = play_side_by_side(envs, net, device, 0.0, rng, stop, options)
+            scores = play_side_by_side(envs, net, device, 0.0, rng, stop, options, **cut)
             steps = sum(env.recorder.agent_steps for env in envs)  # type: ignore[attr-defined]
+    except CutShort as cut_short:
+        scores, steps, at_most = [], cut_short.played, cut_short.at_most
     finally:
         if not keep:
             for env in envs:
                 env.close()
-    weights = np.array(list(starts.values()))
     whole = len(scores) == len(starts)
     return {
         "noops": list(starts),
         "weights": weights.tolist(),
         "scores": scores if whole else [],
         "mean": float(np.dot(weights, scores)) if whole else float("nan"),
+        "at_most": at_most,
         "played": steps,
         "exact": exact,
     }
@@ -380,7 +468,9 @@ class Evaluation:
     average: ``average``) in a background thread, so the loop (and in parallel mode, the
     learner) never waits for it. ``frames``, ``seconds`` and ``run_cpu_seconds`` (the
     run's CPU time) say when the snapshot was taken: the score is of the weights then.
-    ``kept``: the envs the run's every-start evaluations play again (``KeptEnvs``)."""
+    ``kept``: the envs the run's every-start evaluations play again (``KeptEnvs``);
+    ``cutoff``: the games stop once their mean can no longer reach its target, and
+    ``at_most`` is then the most it could have been (``Cutoff``)."""
 
     def __init__(
         self,
@@ -391,6 +481,7 @@ class Evaluation:
         run_cpu_seconds: float | None = None,
         average: bool = False,
         kept: KeptEnvs | None = None,
+        cutoff: Cutoff | None = None,
     ) -> None:
         ev = plan.preset.eval
         self.frames, self.seconds, self.run_cpu_seconds = frames, seconds, run_cpu_seconds
@@ -402,6 +493,7 @@ class Evaluation:
         self.stop = threading.Event()
         self.scores: list[float] = []  # each game's; with eval.every_start, each start's
         self.mean = float("nan")  # theirs; with eval.every_start, weighted as drawn
+        self.at_most: float | None = None  # cut short (cutoff): the most the mean could be
         self.error: BaseException | None = None
         self.cpu_seconds = 0.0  # this thread's CPU time (not torch's pool threads)
         seed = evaluation_seed(plan.preset.run.seed, frames)
@@ -423,15 +515,19 @@ class Evaluation:
                         plan.device,
                         self.stop,
                         kept=kept,
+                        cutoff=cutoff,
                     )
                     self.scores, self.mean = played["scores"], played["mean"]
+                    self.at_most = played["at_most"]
                     return
                 envs = evaluation_envs(plan.pipeline, game, ev.episodes, seed, ev.max_frames)
                 rng = np.random.default_rng(seed)
                 self.scores = play_side_by_side(
-                    envs, snapshot, plan.device, ev.epsilon, rng, stop=self.stop
+                    envs, snapshot, plan.device, ev.epsilon, rng, stop=self.stop, cutoff=cutoff
                 )
                 self.mean = float(np.mean(self.scores)) if self.scores else float("nan")
+            except CutShort as cut_short:
+                self.at_most = cut_short.at_most
             except BaseException as err:  # reported on the main thread by result()
                 self.error = err
             finally:
@@ -447,10 +543,11 @@ class Evaluation:
 
     def result(self) -> float:
         """The mean score of the games played (``eval.every_start``: of the starts,
-        weighted as a reset draws them); re-raises what stopped the thread."""
+        weighted as a reset draws them), or where they were cut short the most it could
+        have been (``at_most``); re-raises what stopped the thread."""
         if self.error is not None:
             raise self.error
-        return self.mean
+        return self.mean if self.at_most is None else self.at_most
 
     def wait(self) -> None:
         """Until the games are over. A short join at a time, so that Ctrl-C and SIGTERM

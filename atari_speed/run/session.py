@@ -44,6 +44,7 @@ from atari_speed.run.checkpoint import (
     save_checkpoint,
 )
 from atari_speed.run.evaluation import (
+    Cutoff,
     Evaluation,
     KeptEnvs,
     eval_cpu_allows,
@@ -429,7 +430,15 @@ class Run:
             return False
         return plays_average(self.preset.eval.average_from, self.tracker.scores.smoothed)
 
-    def _start_evaluation(self) -> None:
+    def cutoff(self, final: bool = False) -> Cutoff | None:
+        """When an evaluation now stops early (``eval.max_game_score``): until one has
+        reached run.stop_reward, and not the final one, whose score best.pt needs."""
+        ev, stop = self.preset.eval, self.preset.run.stop_reward
+        if not ev.max_game_score or final or self.tracker.record.eval_solved_at is not None:
+            return None
+        return Cutoff(stop, ev.max_game_score)
+
+    def _start_evaluation(self, final: bool = False) -> None:
         average = self.evaluates_average()
         assert self.average is not None or not average
         weights = self.average.weights if average else self.learner.net.state_dict()
@@ -451,6 +460,7 @@ class Run:
             self.tracker.cpu_seconds,
             average=average,
             kept=self.eval_envs,
+            cutoff=self.cutoff(final),
         )
 
     def end_evaluations(self) -> None:
@@ -466,7 +476,8 @@ class Run:
     def _record_evaluation(self, final: bool = False) -> None:
         evaluation, self.evaluation = self.evaluation, None
         assert evaluation is not None
-        self.best_pending = None  # best.pt follows evaluations from the first one on
+        if evaluation.at_most is None:  # best.pt follows evaluations from the first scored
+            self.best_pending = None
         best = self.tracker.evaluated(
             evaluation.result(),
             evaluation.frames,
@@ -476,6 +487,7 @@ class Run:
             evaluation.run_cpu_seconds,
             final=final,
             average=evaluation.average,
+            at_most=evaluation.at_most is not None,
         )
         if best:
             self.checkpoint("best.pt", weights_only=True, net_state=evaluation.net_state)
@@ -516,7 +528,7 @@ class Run:
         evaluations = self.tracker.record.evaluations
         if evaluations and evaluations[-1]["steps"] == self.frames:
             return
-        self._start_evaluation()
+        self._start_evaluation(final=True)
         assert self.evaluation is not None
         games = f"{ev.episodes} game{'s' * (ev.episodes != 1)}"
         if ev.every_start:

@@ -267,11 +267,18 @@ class Tracker:
         if loss is not None:
             post["loss"] = f"{loss:.4f}"
         if self.record.eval_reward is not None:
-            post["greedy"] = f"{self.record.eval_reward:.1f}"
+            post["greedy"] = self.greedy_text()
         self.bar.set_postfix(post, refresh=False)
         if self.lines and now - self.last_line >= LINE_EVERY:
             self.print_line()
         self.write_summary()
+
+    def greedy_text(self) -> str:
+        """The last evaluation's mean, or "<=" the most it could have been where it was
+        cut short (``eval.max_game_score``)."""
+        assert self.record.eval_reward is not None
+        last = self.record.evaluations[-1] if self.record.evaluations else {}
+        return ("<=" if last.get("at_most") else "") + f"{self.record.eval_reward:.1f}"
 
     def progress_line(self) -> str:
         """Agent steps, FPS, games, smoothed and greedy score, epsilon, loss and the time
@@ -283,7 +290,7 @@ class Tracker:
         smoothed = self.scores.smoothed
         parts.append("smoothed " + ("-" if smoothed is None else f"{smoothed:.1f}"))
         if self.record.eval_reward is not None:
-            parts.append(f"greedy {self.record.eval_reward:.1f}")
+            parts.append(f"greedy {self.greedy_text()}")
         if self.epsilon is not None:
             parts.append(f"eps {self.epsilon:.3f}")
         if self.loss is not None:
@@ -324,13 +331,16 @@ class Tracker:
         run_cpu_seconds: float | None = None,
         final: bool = False,
         average: bool = False,
+        at_most: bool = False,
     ) -> bool:
         """Record the mean score of an evaluation of the weights at agent step ``steps``
         (and ``seconds``), with each game's score (a low mean can be one lost game or
         all of them), what its games cost (``cpu_seconds``) and the run's CPU time when
         it began (``run_cpu_seconds``); ``final``: ``eval.at_end``'s, after the run ended;
-        ``average``: it played the weights' average (``eval.average_steps``). True if it
-        is the best so far."""
+        ``average``: it played the weights' average (``eval.average_steps``); ``at_most``:
+        it was cut short (``eval.max_game_score``), and ``reward`` is only the most its mean
+        could have been: never the best, nor in the ``eval/reward`` curve. True if it is
+        the best so far."""
         record = self.record
         record.eval_reward = reward
         entry = {
@@ -344,14 +354,18 @@ class Tracker:
         }
         if final:
             entry["final"] = True
+        if at_most:
+            entry["at_most"] = True
         record.evaluations.append(entry)
-        self.writer.add_scalar("eval/reward", reward, steps)
+        self.writer.add_scalar("eval/at_most" if at_most else "eval/reward", reward, steps)
         # the greedy agent's solve during the run: a final one comes after the run's end
         stop = self.plan.preset.run.stop_reward
-        if record.eval_solved_at is None and reward >= stop and not final:
+        if record.eval_solved_at is None and reward >= stop and not (final or at_most):
             record.eval_solved_at = (seconds, steps)
         if self.lines:
             self.print_line()
+        if at_most:
+            return False
         if record.best_eval is None or reward > record.best_eval:
             record.best_eval = reward
             return True

@@ -137,3 +137,16 @@ def test_help_names_the_new_fields_and_the_old_names_it_reads():
     assert "run.frames (now run.steps)" in text
     fields = [line.split()[0] for line in text.splitlines() if line.startswith("  ")]
     assert not {"frames", "epsilon_frames", "lr_decay_frames"} & set(fields)
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["run.stop_reward=inf"], r"max_game_score = 21 with run.stop_reward = inf"),
+        (["run.stop_reward=25.0"], r"max_game_score = 21 with run.stop_reward = 25"),
+    ],
+)
+def test_evaluations_cut_short_need_a_stop_reward_a_game_can_reach(overrides, match):
+    load_preset("pong-nenv", ["eval.max_game_score=21.0"])  # Pong's 18: accepted
+    with pytest.raises(ConfigError, match=match):
+        load_preset("pong-nenv", ["eval.max_game_score=21.0", *overrides])

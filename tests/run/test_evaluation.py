@@ -14,12 +14,15 @@ from atari_speed.agent.networks import DQN
 from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import resolve_pipeline
 from atari_speed.run.evaluation import (
+    Cutoff,
+    CutShort,
     KeptEnvs,
     evaluation_envs,
     new_game,
     play_every_start,
     play_merging,
     play_side_by_side,
+    points_lost,
 )
 
 
@@ -290,6 +293,83 @@ def test_a_merged_game_is_cut_at_its_own_frames_not_at_the_game_it_goes_on_as(ah
             # the starts' paths are one: played about once, where a game met at fewer
             # frames is still playing (one env: a game over can go on as no later start)
             assert count == 1 or steps < 100 + 3 * len(starts), count
+
+
+def test_points_lost_are_the_falls_of_the_score_between_two_frames():
+    scored = [(10, 1.0), (20, 0.0), (30, -2.0), (40, -1.0), (50, -3.0)]
+    assert points_lost(scored) == 5.0
+    assert points_lost(scored, after=30) == 2.0
+    assert points_lost(scored, after=10, upto=30) == 3.0
+    assert points_lost(scored, upto=15) == 0.0
+    with pytest.raises(CutShort) as cut:
+        Cutoff(target=5.0, max_score=10.0).check([0.5, 0.5], [6.0, 3.0], played=7)
+    assert (cut.value.at_most, cut.value.played) == (4.5, 7)
+    Cutoff(target=4.5, max_score=10.0).check([0.5, 0.5], [6.0, 3.0], played=7)  # can still
+
+
+@pytest.mark.parametrize("ahead, late", [(3, 1), (1, 3)])
+def test_a_cut_evaluation_stops_only_when_its_mean_can_no_longer_reach_the_target(ahead, late):
+    # Track's games end at position 100, so a start's positive rewards add up to at most 25.
+    # Each start's own points lost, to its own cap, follow from the games played out; the
+    # bound falls to the mean of (25 - those) once every game is over. A cut that missed
+    # the points a start lost as the game it goes on as would stay above it.
+    starts = [{"noops": n} for n in range(10)]
+    weights = [1 / len(starts)] * len(starts)
+    cpu, rng = torch.device("cpu"), np.random.default_rng(0)
+    for max_frames in (50, 90, 1000):
+        tracks = [Track(100, max_frames, ahead, late) for _ in starts]
+        whole = play_side_by_side(tracks, Always(0), cpu, 0.0, rng, options=starts)
+        mean = float(np.mean(whole))
+        floor = float(np.mean([25 - points_lost(t.scored) for t in tracks]))
+        assert floor > mean + 0.5, "the test tells the bound from the mean"
+        for target, cut in ((floor + 0.01, True), (floor - 0.01, False), (mean, False)):
+            for count in (len(starts), 3, 1):
+                envs = [Track(100, max_frames, ahead, late) for _ in range(count)]
+                cutoff = Cutoff(target=target, max_score=25.0)
+                if not cut:
+                    merged = play_merging(
+                        envs, Always(0), cpu, starts, max_frames, cutoff=cutoff, weights=weights
+                    )[0]
+                    assert merged == whole, (max_frames, target, count)
+                    continue
+                with pytest.raises(CutShort) as stopped:
+                    play_merging(
+                        envs, Always(0), cpu, starts, max_frames, cutoff=cutoff, weights=weights
+                    )
+                assert mean <= stopped.value.at_most < target, (max_frames, count)
+        # side by side, a game over counts at its score: the bound ends at the mean
+        for target, cut in ((mean + 0.01, True), (mean, False)):
+            envs = [Track(100, max_frames, ahead, late) for _ in starts]
+            cutoff = Cutoff(target=target, max_score=25.0)
+            if cut:
+                with pytest.raises(CutShort) as stopped:
+                    play_side_by_side(envs, Always(0), cpu, 0.0, rng, options=starts, cutoff=cutoff)
+                assert mean <= stopped.value.at_most < target
+            else:
+                played = play_side_by_side(
+                    envs, Always(0), cpu, 0.0, rng, options=starts, cutoff=cutoff
+                )
+                assert played == whole
+
+
+def test_an_every_start_evaluation_that_cannot_reach_the_target_stops_early():
+    # An untrained network loses Pong's points from every start: 21 less the points lost
+    # falls below 18 within a few of them, long before the games end.
+    torch.manual_seed(0)
+    net = DQN((4, 42, 42), 6, network="small", layer_norm=True).eval()
+    whole = play_every_start(small_pipeline(3), "pong", net, max_frames=3000)
+    assert whole["at_most"] is None and whole["mean"] < 18
+    cut = play_every_start(
+        small_pipeline(3), "pong", net, max_frames=3000, cutoff=Cutoff(18.0, 21.0)
+    )
+    assert cut["scores"] == [] and np.isnan(cut["mean"])
+    assert whole["mean"] <= cut["at_most"] < 18.0
+    assert cut["played"] < whole["played"] / 2
+    # a target the mean reaches: played out, the same games
+    low = play_every_start(
+        small_pipeline(3), "pong", net, max_frames=3000, cutoff=Cutoff(-21.0, 21.0)
+    )
+    assert low["scores"] == whole["scores"] and low["at_most"] is None
 
 
 def _counting(monkeypatch, name: str) -> list:

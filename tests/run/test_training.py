@@ -796,6 +796,27 @@ def test_the_envs_every_start_evaluations_keep_are_closed_on_the_way_out(tmp_pat
         assert run.eval_envs.envs == [] and len(closed) == MERGING_ENVS
 
 
+def test_an_evaluation_that_cannot_reach_the_stop_reward_is_cut_short_and_never_best(tmp_path):
+    # eval.max_game_score: an untrained agent's evaluation stops once its games have lost
+    # too many of Pong's 21 points to average run.stop_reward (18). It is recorded as the
+    # most its mean could have been, and neither best.pt nor the greedy solve follows it.
+    overrides = [*EVERY_START, "eval.max_game_score=21.0", "eval.max_frames=3000"]
+    with run_here(tmp_path, overrides) as run:
+        assert run.cutoff() is not None and run.cutoff(final=True) is None, "the final plays out"
+        run.tracker.advance(10)
+        run.periodic(0.0)
+        assert run.evaluation is not None
+        run.evaluation.wait()
+        run.periodic(0.0)
+        entry = run.tracker.record.evaluations[-1]
+        assert entry["at_most"] and entry["games"] == [] and entry["reward"] < 18.0
+        assert run.tracker.best_eval is None and run.tracker.record.eval_solved_at is None
+        assert not (tmp_path / "best.pt").exists()
+        assert "greedy <=" in run.tracker.progress_line()
+        run.tracker.record.eval_solved_at = (1.0, 10)  # once one has reached it: played out
+        assert run.cutoff() is None
+
+
 def test_kept_envs_stay_open_while_an_evaluation_outlives_its_cancel(tmp_path, monkeypatch):
     # A game that does not heed the stop (an emulator stuck in a step) must not have its
     # envs closed under it: they are left to the process's exit.
@@ -1100,7 +1121,7 @@ def _evaluation_done(run, score: float, average: bool) -> tuple[dict, dict]:
     evaluated = {k: v + 1.0 if v.is_floating_point() else v for k, v in before.items()}
     run.evaluation = SimpleNamespace(
         result=lambda: score, frames=1000, seconds=1.0, cpu_seconds=1.0, scores=[score],
-        run_cpu_seconds=2.0, average=average, net_state=evaluated,
+        run_cpu_seconds=2.0, average=average, net_state=evaluated, at_most=None,
     )  # fmt: skip
     return before, evaluated
 
