@@ -126,6 +126,7 @@ def play_side_by_side(
     no longer reach its target."""
     options = options or [None] * len(envs)
     weights = weights or [1 / len(envs)] * len(envs)
+    recorders = [env.recorder for env in envs] if cutoff is not None else []  # type: ignore[attr-defined]
     obs = [new_game(env, o) for env, o in zip(envs, options, strict=True)]
     scores: list[float | None] = [None] * len(envs)
     steps = 0
@@ -139,7 +140,6 @@ def play_side_by_side(
             obs[i], scores[i] = step_game(envs[i], int(action))
         steps += len(playing)
         if cutoff is not None:
-            recorders = [env.recorder for env in envs]  # type: ignore[attr-defined]
             most = [
                 cutoff.max_score - points_lost(r.scored) if s is None else s
                 for r, s in zip(recorders, scores, strict=True)
@@ -283,7 +283,8 @@ def play_merging(
         order = sorted(playing)
         batch = np.stack([obs[i] for i in order])
         actions = act(net, batch, 0.0, envs[0].action_space.n, rng, device)[0]
-        before = [recorders[env_of[i]].reward for i in order]  # a fall: points lost
+        # a fall of a game's score: points lost, and the cut's bound falls
+        before = [recorders[env_of[i]].reward for i in order] if cutoff is not None else []
         for i, action in zip(order, actions, strict=True):
             obs[i], over = step_game(envs[env_of[i]], int(action))
             steps += 1
@@ -435,8 +436,7 @@ def play_every_start(
         keep = False
     weights = np.array(list(starts.values()))
     at_most = None
-    # only a cut passes to the games: a test's stand-in for them may not take one
-    cut = {} if cutoff is None else {"cutoff": cutoff, "weights": weights.tolist()}
+    cut = {"cutoff": cutoff, "weights": weights.tolist()}
     try:
         if merging:
             scores, steps = play_merging(envs, net, device, options, max_frames, stop, **cut)

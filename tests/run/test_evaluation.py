@@ -440,7 +440,7 @@ def test_an_evaluation_plays_on_one_torch_thread_and_leaves_trainings_alone(monk
     plan, net = _every_start_plan()
     seen = []
 
-    def play_merging(envs, net, device, options, max_frames, stop=None):
+    def play_merging(envs, net, device, options, max_frames, stop=None, **cut):
         seen.append((torch.get_num_threads(), envs))
         return [0.0] * len(options), 0
 
@@ -466,7 +466,7 @@ def test_every_start_evaluation_scores_each_start_weighted_as_a_reset_draws_it(m
     plan, net = _every_start_plan()
     given = []
 
-    def play_merging(envs, net, device, options, max_frames, stop=None):
+    def play_merging(envs, net, device, options, max_frames, stop=None, **cut):
         given.append((len(envs), options, max_frames))
         return [float(i) for i in range(len(options))], 0  # each start's game scores apart
 

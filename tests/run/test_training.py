@@ -779,7 +779,7 @@ def test_the_envs_every_start_evaluations_keep_are_closed_on_the_way_out(tmp_pat
         assert len(envs) == MERGING_ENVS and run.evaluation is None, "kept"
         playing = threading.Event()
 
-        def play_until_stopped(envs, net, device, options, max_frames, stop=None):
+        def play_until_stopped(envs, net, device, options, max_frames, stop=None, **cut):
             playing.set()
             stop.wait(60)
             return [], 0
@@ -824,7 +824,7 @@ def test_kept_envs_stay_open_while_an_evaluation_outlives_its_cancel(tmp_path, m
 
     release, playing = threading.Event(), threading.Event()
 
-    def play_past_stop(envs, net, device, options, max_frames, stop=None):
+    def play_past_stop(envs, net, device, options, max_frames, stop=None, **cut):
         playing.set()
         release.wait(60)
         return [], 0
