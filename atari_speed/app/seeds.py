@@ -31,7 +31,7 @@ from atari_speed.app.ablation import plot_scores, read_scores
 from atari_speed.core.errors import ConfigError
 from atari_speed.run.checkpoint import write_text_atomic
 from atari_speed.run.lock import LOCK_FILE, NO_FLOCK, RunDirLock
-from atari_speed.run.tracking import summary_steps
+from atari_speed.run.tracking import games_to_reach, summary_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 LEVELS = ("-15", "0")  # with the stop reward: the smoothed scores whose frames are reported
@@ -65,6 +65,12 @@ class SeedResult:
     # greedy solve is their level and count; None without a greedy solve or a scores.csv
     games_after: int | None = None
     level_after: float | None = None
+    # the games the book's rule asks from the greedy solve on if every one scores exactly
+    # that evaluation's mean (tracking.games_to_reach, from the smoothed score of the games
+    # before it): how much of greedy to book's the rule's smoothing takes, beside what the
+    # games in play at the solve add; None without a greedy solve, its evaluation or a
+    # scores.csv; infinite where that mean is at or below the stop reward
+    rule_games: float | None = None
     # the agent steps the run was given (run.steps): where an unsolved run would have
     # stopped; None from a summary without it
     budget: int | None = None
@@ -112,7 +118,10 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
     # summary_steps: summaries of earlier versions said frames (the same agent steps)
     greedy = summary_steps(summary, "eval_solved_at_steps")
     evaluations = summary.get("evaluations", [])
-    after = [e["reward"] for e in evaluations if greedy and summary_steps(e) >= greedy]
+    from_greedy = [e for e in evaluations if greedy and summary_steps(e) >= greedy]
+    after = [e["reward"] for e in from_greedy]
+    # the evaluation that solved: eval.at_end's final one can share its step, never precede it
+    solve = min(from_greedy, key=summary_steps)["reward"] if from_greedy else None
     finals = [e["reward"] for e in evaluations if e.get("final")]
     starts_path = run_dir / STARTS_FILE
     starts = json.loads(starts_path.read_text()) if starts_path.is_file() else {}
@@ -137,22 +146,29 @@ def read_result(seed: int, run_dir: Path) -> SeedResult:
         starts_best=starts["best"]["mean"] if "best" in starts else None,
         starts_final=final_starts["mean"] if final_starts else None,
         starts_final_low=min(final_starts["scores"]) if final_starts else None,
-        **games_from(run_dir, greedy),
+        **games_from(run_dir, greedy, solve, float(summary["preset"]["run"]["stop_reward"])),
     )
 
 
-def games_from(run_dir: Path, frames: int | None) -> dict[str, Any]:
+def games_from(
+    run_dir: Path, frames: int | None, level: float | None, stop: float
+) -> dict[str, Any]:
     """``games_after`` and ``level_after``: the games in the run's scores.csv that ended
     from agent step ``frames`` on, and their mean score; None for both without ``frames``,
-    the file or a game."""
-    none = {"games_after": None, "level_after": None}
+    the file or a game. ``rule_games``: the games the smoothed score, as the last game
+    that ended before ``frames`` left it, needs to reach ``stop`` at ``level`` each; None
+    without ``frames``, ``level`` or the file."""
+    none = {"games_after": None, "level_after": None, "rule_games": None}
     if frames is None or not (run_dir / "scores.csv").is_file():
         return none
     games = read_scores(run_dir)
+    before = games[games[:, 1] < frames, 3]
+    smoothed = float(before[-1]) if len(before) else None
+    rule = None if level is None else games_to_reach(smoothed, level, stop)
     scores = games[games[:, 1] >= frames, 2]
     if not len(scores):
-        return none
-    return {"games_after": len(scores), "level_after": float(scores.mean())}
+        return none | {"rule_games": rule}
+    return {"games_after": len(scores), "level_after": float(scores.mean()), "rule_games": rule}
 
 
 def finished(run_dir: Path) -> bool:
@@ -230,7 +246,8 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
     stop = results[0].stop
     levels = (*LEVELS, stop)
     head = [f"steps to {lv}" for lv in levels] + [f"min to {lv}" for lv in levels]
-    head += ["greedy solve", "greedy low after", "games after (mean)", "greedy to book's"]
+    head += ["greedy solve", "greedy low after", "games after (mean)", "games the rule asks"]
+    head += ["greedy to book's"]
     head += ["FPS", "best smoothed"]
     head += ["eval CPU", "play.py", "final weights", "every start: best.pt / final (lowest)"]
     lines = ["| seed | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
@@ -250,13 +267,15 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         play = "" if r.play is None else f"{r.play:.1f}"
         after = "" if r.level_after is None else f"{r.games_after} ({r.level_after:+.1f})"
         final = "" if r.final is None else f"{r.final:+.1f}"
-        rest = [greedy, low, after, gap_cell, f"{r.fps:,.0f}", best, _share(r.eval_share), play]
+        rest = [greedy, low, after, _games(r.rule_games), gap_cell, f"{r.fps:,.0f}", best]
+        rest += [_share(r.eval_share), play]
         rest += [final, _starts_cell(r.starts_best, r.starts_final, r.starts_final_low)]
         lines.append(f"| {r.seed} | " + cells(frames, fps, rest, r.frames) + " |")
     fps = fps_alone or float(np.median([r.fps for r in results]))
     plays = [r.play for r in results if r.play is not None]
     lows = [r.greedy_low for r in results if r.greedy_low is not None]
     levels_after = [r.level_after for r in results if r.level_after is not None]
+    rules = [r.rule_games for r in results if r.rule_games is not None]
     gaps = [g for g in map(greedy_gap, results) if g is not None]
     shares = [r.eval_share for r in results if r.eval_share is not None]
     finals = [r.final for r in results if r.final is not None]
@@ -266,7 +285,7 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
     ]
     for name, pick in (("median", median), ("worst", max)):
         frames = [pick([level_frames(r, lv) for r in results]) for lv in levels]
-        play = low = gap = after = final = ""
+        play = low = gap = after = final = rule = ""
         share = _share(pick(shares)) if shares else ""
         if plays:
             play = f"{_score_pick(plays, name):.1f}"
@@ -278,8 +297,10 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
             after = f"({_score_pick(levels_after, name):+.1f})"
         if finals:
             final = f"{_score_pick(finals, name):+.1f}"
+        if rules:
+            rule = _games(pick(rules))
         picked = [_score_pick(v, name) if v else None for v in starts]
-        rest = ["", low, after, gap, "", "", share, play, final, _starts_cell(*picked)]
+        rest = ["", low, after, rule, gap, "", "", share, play, final, _starts_cell(*picked)]
         lines.append(f"| **{name}** | " + cells(frames, fps, rest, None) + " |")
     solved = sum(r.solved for r in results)
     clock = f"{fps_alone:,.0f} FPS measured alone" if fps_alone else "each run's own FPS"
@@ -292,7 +313,10 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
         "the lowest evaluation from it on (did the agent stay solved?); games after: the "
         "training games that ended from it on and their mean score (the smoothed score climbs "
         "to the stop reward at their level, one game per game's length in agent steps; "
-        "evaluations at epsilon 0 play a few distinct games); greedy to book's: "
+        "evaluations at epsilon 0 play a few distinct games); games the rule asks: how many "
+        "games the smoothed score needs from its value at the greedy solve to the stop reward "
+        "if every one scores exactly that evaluation's mean (never: the mean is not above it; "
+        "games after counts the games still in play at the solve as well); greedy to book's: "
         "steps from it to the training score's solve. eval CPU: the evaluations' share of the "
         "run's CPU from the first on (the first always plays, so a run that ends soon after "
         "it reads above eval.max_cpu_share; eval.at_end's final one is left out). play.py: "
@@ -314,6 +338,12 @@ def table(results: list[SeedResult], fps_alone: float | None = None) -> str:
             "(docs/usage.md).",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _games(count: float | None) -> str:
+    if count is None:
+        return ""
+    return "never" if math.isinf(count) else f"{count:.0f}"
 
 
 def _starts_cell(best: float | None, final: float | None, low: float | None) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -33,6 +34,23 @@ from atari_speed.run.plan import Plan
 EMA_ALPHA = 0.98  # the book's smoothing of episode rewards
 MILESTONES = (-15.0, 0.0)  # smoothed scores whose first time is recorded, with stop_reward
 LINE_EVERY = 30.0  # seconds between progress lines when the output is not a terminal
+
+
+def games_to_reach(smoothed: float | None, level: float, target: float) -> float:
+    """The finished games that bring the smoothed score (EMA_ALPHA) from ``smoothed`` to
+    ``target`` if every one scores exactly ``level``: what the book's rule asks of an agent
+    whose games average ``level`` (uneven games can get there sooner or later). 0 where it
+    is there already, infinite where ``level`` is at or below ``target`` (the average only
+    nears it); ``smoothed`` None (no game yet): the first game sets the smoothed score."""
+    if smoothed is None:
+        return 1.0 if level >= target else math.inf
+    if smoothed >= target:
+        return 0.0
+    if level <= target:
+        return math.inf
+    # target - level = (smoothed - level) * EMA_ALPHA ** n, solved for the whole n
+    games = math.log((level - target) / (level - smoothed)) / math.log(EMA_ALPHA)
+    return float(math.ceil(games - 1e-9))  # the logs' rounding can put a whole count a hair over
 
 
 @dataclass

@@ -33,6 +33,7 @@ from atari_speed.app.seeds import (
 from atari_speed.core.errors import ConfigError
 from atari_speed.envs.pipeline import resolve_pipeline
 from atari_speed.run.checkpoint import Checkpoint, save_checkpoint
+from atari_speed.run.tracking import games_to_reach
 from tests.scripts import ROOT
 
 
@@ -137,11 +138,11 @@ def test_stability_columns_say_whether_the_greedy_agent_stayed_solved(tmp_path, 
     assert [r.greedy_low for r in results] == [12.5, 20.0, 12.5]
     rows = {line.split("|")[1].strip(): line for line in table(results).splitlines() if "|" in line}
     cells = {k: [c.strip() for c in v.split("|")] for k, v in rows.items()}
-    assert [cells["0"][i] for i in (9, 11)] == ["+12.5", "0.30M"]
-    assert [cells["1"][i] for i in (9, 11)] == ["+20.0", "0.10M"]
-    assert [cells["2"][i] for i in (9, 11)] == ["+12.5", "not by 0.40M"]  # training did not
-    assert [cells["**worst**"][i] for i in (9, 11)] == ["+12.5", "not solved"]
-    assert [cells["**median**"][i] for i in (9, 11)] == ["+12.5", "0.30M"]
+    assert [cells["0"][i] for i in (9, 12)] == ["+12.5", "0.30M"]
+    assert [cells["1"][i] for i in (9, 12)] == ["+20.0", "0.10M"]
+    assert [cells["2"][i] for i in (9, 12)] == ["+12.5", "not by 0.40M"]  # training did not
+    assert [cells["**worst**"][i] for i in (9, 12)] == ["+12.5", "not solved"]
+    assert [cells["**median**"][i] for i in (9, 12)] == ["+12.5", "0.30M"]
 
 
 def test_the_final_weights_have_a_column_whose_worst_is_the_lowest(tmp_path):
@@ -279,6 +280,36 @@ def test_games_after_the_greedy_solve_are_counted_with_their_mean(tmp_path):
     cells = {ln.split("|")[1].strip(): ln.split("|")[column].strip() for ln in lines if "|" in ln}
     assert (cells["0"], cells["1"], cells["2"]) == ("4 (+14.5)", "2 (+16.5)", "")
     assert cells["**worst**"] == "(+14.5)" and cells["**median**"] == "(+15.5)"
+
+
+def test_the_games_the_rule_asks_start_from_the_smoothed_score_before_the_greedy_solve(tmp_path):
+    evaluations = [(500_000, 12.0), (600_000, 19.8), (700_000, 20.5)]
+    for seed, greedy in ((0, 600_000), (1, 700_000), (2, None), (3, 600_000)):
+        evals = [(600_000, 18.0)] if seed == 3 else evaluations  # 3: an agent of exactly 18
+        path = fake_run(
+            tmp_path / f"s{seed}", seed, {"18": 900_000}, 900_000, True, greedy=greedy,
+            evaluations=evals,
+        )  # fmt: skip
+        # (agent step, score, smoothed): the game ending at the solve's step is one after it
+        games = [(550_000, 5, -14.9), (600_000, 9, -14.2), (650_000, 20, 3.0), (800_000, 20, 17)]
+        rows = "".join(f"{f / 1000:.0f},{f},{score},{sm}\n" for f, score, sm in games)
+        (path / "scores.csv").write_text("seconds,steps,score,smoothed\n" + rows)
+    results = [read_result(s, tmp_path / f"s{s}") for s in range(4)]
+    # from the smoothed score before the solve, at the mean of the evaluation that solved
+    assert results[0].rule_games == games_to_reach(-14.9, 19.8, 18.0) > 100
+    assert results[1].rule_games == games_to_reach(3.0, 20.5, 18.0)
+    assert results[2].rule_games is None  # no greedy solve
+    assert math.isinf(results[3].rule_games)  # the smoothed score only nears 18
+
+    def column(rows):
+        lines = table(rows).splitlines()
+        at = [c.strip() for c in lines[0].split("|")].index("games the rule asks")
+        return {ln.split("|")[1].strip(): ln.split("|")[at].strip() for ln in lines if "|" in ln}
+
+    cells = column(results)
+    assert cells["0"] == f"{results[0].rule_games:.0f}" and cells["2"] == ""
+    assert cells["3"] == "never" and cells["**worst**"] == "never"
+    assert column(results[:3])["**worst**"] == cells["0"]
 
 
 def test_the_evaluations_cpu_share_has_a_column_whose_worst_is_the_largest(tmp_path):

@@ -4,11 +4,12 @@ the stop reward."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
 from atari_speed.agent.actor import Game
-from atari_speed.run.tracking import EMA_ALPHA, Scores
+from atari_speed.run.tracking import EMA_ALPHA, Scores, games_to_reach
 
 
 def test_smoothed_score_milestones_are_recorded_once_when_first_reached():
@@ -30,6 +31,25 @@ def test_smoothed_score_milestones_are_recorded_once_when_first_reached():
     assert not scores.add(Game(-21.0, 700), seconds + 10, 1)
     scores.add(Game(21.0, 700), seconds + 20, 2)
     assert scores.reached["0"] == first_zero, "recorded once"
+
+
+@pytest.mark.parametrize(
+    ("start", "level"), [(-14.9, 19.8), (-14.7, 18.7), (1.1, 20.8), (17.9, 21.0), (-21.0, 18.05)]
+)
+def test_games_to_reach_is_the_game_whose_smoothed_score_first_reaches_the_target(start, level):
+    scores = Scores(stop_reward=18.0)
+    scores.add(Game(start, 1), seconds=0.0, frames=1)  # the first game sets the smoothed score
+    games = 0
+    while scores.solved_at is None and games < 10_000:
+        games += 1
+        scores.add(Game(level, 1), seconds=0.0, frames=1 + games)
+    assert games_to_reach(start, level, 18.0) == games
+
+
+def test_games_to_reach_at_or_past_the_target_and_below_it():
+    assert games_to_reach(18.5, 10.0, 18.0) == 0
+    assert math.isinf(games_to_reach(-5.0, 17.9, 18.0))
+    assert games_to_reach(None, 19.0, 18.0) == 1 and math.isinf(games_to_reach(None, 17.0, 18.0))
 
 
 def tracker_at(tmp_path, **run):
