@@ -50,16 +50,27 @@ def score_way(smoothed: float, start: float, stop: float) -> float:
     return min(max((smoothed - start) / (stop - start), 0.0), 1.0)
 
 
+def follows_greedy(preset: Preset, greedy: float | None) -> bool:
+    """Whether ``pqn.follow_greedy`` acts on a greedy evaluation's mean: at or above
+    run.stop_reward by ``pqn.follow_margin``."""
+    pqn = preset.pqn
+    return (
+        pqn.follow_greedy
+        and greedy is not None
+        and greedy >= preset.run.stop_reward + pqn.follow_margin
+    )
+
+
 def schedule_score(preset: Preset, smoothed: float | None, greedy: float | None) -> float | None:
     """The score that the schedules falling with it follow (PQN's learning rate and
     updates, epsilon's fall, acting with the average): the smoothed training score, or
     with ``pqn.follow_greedy``, while the last greedy evaluation's mean (``greedy``) is at
-    or above ``run.stop_reward``, at least the stop reward. The training games lag the
-    agent (each game spans dozens of rollouts, the score averages dozens of games), so a
-    greedy agent that plays the game would keep moving, and its training games keep being
-    played by the weights of the moment, as if it did not."""
+    or above ``run.stop_reward`` (by ``pqn.follow_margin``), at least the stop reward. The
+    training games lag the agent (each game spans dozens of rollouts, the score averages
+    dozens of games), so a greedy agent that plays the game would keep moving, and its
+    training games keep being played by the weights of the moment, as if it did not."""
     stop = preset.run.stop_reward
-    if preset.pqn.follow_greedy and greedy is not None and greedy >= stop:
+    if follows_greedy(preset, greedy):
         return stop if smoothed is None else max(smoothed, stop)
     return smoothed
 

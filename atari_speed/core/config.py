@@ -357,6 +357,15 @@ class PQNConfig:
         "evaluation below it gives the schedules back. Needs evaluations (eval.every)",
         False,
     )
+    follow_margin: float = doc(
+        "how far above run.stop_reward the last greedy evaluation's mean must be for "
+        "pqn.follow_greedy (and pqn.hold_at_greedy) to act on it; the greedy solve, best.pt "
+        "and the evaluations' cut still count from run.stop_reward. A held agent that plays "
+        "barely the stop reward leaves the smoothed training score many of its games to "
+        "climb; 0 = from the stop reward",
+        0.0,
+        low=0.0,
+    )
     hold_at_greedy: bool = doc(
         "PQN with pqn.follow_greedy (without either, nothing): while the last greedy "
         "evaluation's mean is at or above run.stop_reward, the learner makes no SGD update "
@@ -774,6 +783,14 @@ def _check_pqn(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [pqn] minibatches = {pqn.minibatches} does not divide a rollout of "
             f"{envs} envs{across} x {pqn.rollout} steps = {envs * pqn.rollout} transitions"
+        )
+    follow_from = run.stop_reward + pqn.follow_margin
+    if pqn.follow_greedy and 0 < preset.eval.max_game_score < follow_from:
+        raise ConfigError(
+            f"{source}: [pqn] follow_margin = {pqn.follow_margin:g} over run.stop_reward = "
+            f"{run.stop_reward:g} asks for a greedy mean of {follow_from:g}, above [eval] "
+            f"max_game_score = {preset.eval.max_game_score:g}: it would never act; lower "
+            "follow_margin"
         )
     if pqn.follow_greedy and preset.eval.every <= 0:
         raise ConfigError(

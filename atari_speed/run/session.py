@@ -29,6 +29,7 @@ from atari_speed.agent.schedules import (
     UpdateSchedule,
     adam_eps,
     epsilon_at,
+    follows_greedy,
     lr_factor,
     schedule_score,
     update_share,
@@ -140,13 +141,11 @@ class Run:
         """``pqn.hold_at_greedy``: the last greedy evaluation played run.stop_reward, so the
         learner holds the weights it played (no SGD update, no further evaluation). PQN
         only: DQN's loops count the updates due per agent step and would pile them up."""
-        pqn, greedy = self.preset.pqn, self.tracker.record.eval_reward
+        greedy = self.tracker.record.eval_reward
         return (
             self.preset.dqn.algorithm == "pqn"
-            and pqn.follow_greedy
-            and pqn.hold_at_greedy
-            and greedy is not None
-            and greedy >= self.preset.run.stop_reward
+            and self.preset.pqn.hold_at_greedy
+            and follows_greedy(self.preset, greedy)
         )
 
     @property
@@ -500,8 +499,8 @@ class Run:
         them at the rate for a solved agent would bring the average down to them. With
         ``pqn.hold_at_greedy`` the evaluated weights, the average's or not, become the
         average too: the agent held is the one evaluated."""
-        pqn, stop = self.preset.pqn, self.preset.run.stop_reward
-        if final or not pqn.follow_greedy or evaluation.result() < stop:
+        pqn = self.preset.pqn
+        if final or not follows_greedy(self.preset, evaluation.result()):
             return
         if pqn.hold_at_greedy or evaluation.average:
             self.learner.net.load_state_dict(evaluation.net_state)

@@ -173,6 +173,11 @@ def test_a_runs_learning_rate_follows_its_smoothed_score():
     assert Run.decay_progress(run_at(9.0, 20.0, follow)) == pytest.approx(0.8)  # at 18's
     assert Run.decay_progress(run_at(None, 18.0, follow)) == pytest.approx(0.8)
     assert Run.decay_progress(run_at(9.0, 17.9, follow)) == pytest.approx(0.4)  # below 18
+    # pqn.follow_margin: from 18 + 1 on, not from 18
+    follow_sets = ["pqn.lr_at_stop=0.2", "pqn.follow_greedy=true", "eval.every=100000"]
+    margin = load_preset("pong-fast", [*follow_sets, "pqn.follow_margin=1"])
+    assert Run.decay_progress(run_at(9.0, 18.9, margin)) == pytest.approx(0.4)
+    assert Run.decay_progress(run_at(9.0, 19.0, margin)) == pytest.approx(0.8)
 
 
 def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
@@ -244,6 +249,23 @@ def test_only_pqn_holds_the_greedy_agent():
         assert Run.holds_greedy.fget(run) is held, preset
         record.eval_reward = 17.5
         assert Run.holds_greedy.fget(run) is False, preset
+    # pqn.follow_margin: an agent at 18.5 is not held with a margin of 1, one at 19.5 is
+    run = SimpleNamespace(
+        preset=load_preset("pong-fast", [*overrides, "pqn.follow_margin=1.0"]),
+        tracker=SimpleNamespace(record=SimpleNamespace(eval_reward=18.5)),
+    )
+    assert Run.holds_greedy.fget(run) is False
+    run.tracker.record.eval_reward = 19.5
+    assert Run.holds_greedy.fget(run) is True
+
+
+def test_a_follow_margin_above_the_most_a_game_can_score_is_refused():
+    from atari_speed.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"follow_margin = 4 .* above \[eval\] max_game_score"):
+        load_preset("pong-fast", ["pqn.follow_margin=4.0"])  # 18 + 4 > 21
+    load_preset("pong-fast", ["pqn.follow_margin=3.0"])
+    load_preset("pong-fast", ["pqn.follow_margin=4.0", "pqn.follow_greedy=false"])
 
 
 def test_per_actor_fixed_epsilons():

@@ -1127,12 +1127,13 @@ def _evaluation_done(run, score: float, average: bool) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize(
-    ("follow", "average", "score", "adopted"),
-    [(True, True, 18.5, True), (True, True, 17.9, False), (True, False, 19.0, False),
-     (False, True, 19.0, False)],
+    ("follow", "average", "score", "adopted", "margin"),
+    [(True, True, 18.5, True, 0.0), (True, True, 17.9, False, 0.0),
+     (True, False, 19.0, False, 0.0), (False, True, 19.0, False, 0.0),
+     (True, True, 18.5, False, 1.0), (True, True, 19.0, True, 1.0)],
 )  # fmt: skip
 def test_an_average_evaluated_at_the_stop_reward_becomes_the_learners_weights(
-    tmp_path, follow, average, score, adopted
+    tmp_path, follow, average, score, adopted, margin
 ):
     # pqn.follow_greedy (learning on: no pqn.hold_at_greedy): the weights' average that a
     # greedy evaluation found at run.stop_reward is where the learner goes on from; not
@@ -1143,6 +1144,7 @@ def test_an_average_evaluated_at_the_stop_reward_becomes_the_learners_weights(
 
     overrides = ["run.envs=1", "run.mode='n-env'", "pqn.hold_at_greedy=false"]
     overrides.append(f"pqn.follow_greedy={str(follow).lower()}")
+    overrides.append(f"pqn.follow_margin={margin}")  # pqn.follow_greedy acts from 18 + margin
     run = Run(make_plan(load_preset("pong-fast", [*overrides, *AUTO_OFF])), tmp_path / "a")
     before, evaluated = _evaluation_done(run, score, average)
     try:
@@ -1156,12 +1158,13 @@ def test_an_average_evaluated_at_the_stop_reward_becomes_the_learners_weights(
 
 
 @pytest.mark.parametrize(
-    ("hold", "follow", "average", "score"),
-    [(True, True, False, 18.5), (True, True, True, 17.9), (False, True, True, 18.5),
-     (True, False, False, 18.5)],
+    ("hold", "follow", "average", "score", "margin"),
+    [(True, True, False, 18.5, 0.0), (True, True, True, 17.9, 0.0), (False, True, True, 18.5, 0.0),
+     (True, False, False, 18.5, 0.0), (True, True, True, 18.5, 1.0), (False, True, True, 18.5, 1.0),
+     (True, True, True, 19.5, 1.0)],
 )  # fmt: skip
 def test_an_agent_evaluated_at_the_stop_reward_is_held_with_hold_at_greedy(
-    tmp_path, hold, follow, average, score
+    tmp_path, hold, follow, average, score, margin
 ):
     # pqn.hold_at_greedy: from a greedy evaluation at run.stop_reward on, the learner and
     # the average are the evaluated weights (an evaluation of the weights as they are
@@ -1174,13 +1177,15 @@ def test_an_agent_evaluated_at_the_stop_reward_is_held_with_hold_at_greedy(
     overrides = ["run.envs=1", "run.mode='n-env'", "eval.max_cpu_share=1.0"]
     overrides.append(f"pqn.hold_at_greedy={str(hold).lower()}")
     overrides.append(f"pqn.follow_greedy={str(follow).lower()}")
+    overrides.append(f"pqn.follow_margin={margin}")  # pqn.follow_greedy acts from 18 + margin
     run = Run(make_plan(load_preset("pong-fast", [*overrides, *AUTO_OFF])), tmp_path / "a")
     learned: list[object] = []
     run.learner.learn = lambda *args: learned.append(args)
     before, evaluated = _evaluation_done(run, score, average)
     try:
         run._record_evaluation()
-        held = hold and follow and score >= run.preset.run.stop_reward
+        acts = follow and score >= run.preset.run.stop_reward + margin
+        held = hold and acts
         assert run.holds_greedy is held
         assert (run.learning_rate == 0.0) is held
         run.tracker.advance(run.preset.eval.every * 2)
@@ -1192,7 +1197,7 @@ def test_an_agent_evaluated_at_the_stop_reward_is_held_with_hold_at_greedy(
             run.evaluation.cancel()
             run.evaluation = None
         assert len(learned) == (0 if held else 1)
-        adopted = follow and average and score >= run.preset.run.stop_reward
+        adopted = acts and average
         want = evaluated if held or adopted else before
         for key, value in run.learner.net.state_dict().items():
             assert torch.equal(value, want[key]), key
