@@ -347,8 +347,9 @@ class PQNConfig:
         0.0,
     )
     follow_greedy: bool = doc(
-        "while the last greedy evaluation's mean is at or above run.stop_reward, what "
-        "falls with the smoothed score takes its value at run.stop_reward, however far "
+        "while the last greedy evaluation's mean is at or above run.stop_reward (by "
+        "pqn.follow_margin), what falls with the smoothed score takes its value at "
+        "run.stop_reward, however far "
         "that score lags: the learning rate and SGD updates (pqn.lr_at_stop, "
         "pqn.updates_at_stop), epsilon (explore.epsilon_at_stop) and acting with the "
         "average (pqn.act_average_from); and where the evaluation played the weights' "
@@ -368,7 +369,8 @@ class PQNConfig:
     )
     hold_at_greedy: bool = doc(
         "PQN with pqn.follow_greedy (without either, nothing): while the last greedy "
-        "evaluation's mean is at or above run.stop_reward, the learner makes no SGD update "
+        "evaluation's mean is at or above run.stop_reward (by pqn.follow_margin), the "
+        "learner makes no SGD update "
         "and the weights (their average too) are the ones that evaluation played, so the "
         "training games that the stop rule scores are played by the agent it scored; no "
         "further evaluation is made (it would play the same weights), the final one aside",
@@ -790,7 +792,7 @@ def _check_pqn(source: str, preset: Preset) -> None:
             f"{source}: [pqn] follow_margin = {pqn.follow_margin:g} over run.stop_reward = "
             f"{run.stop_reward:g} asks for a greedy mean of {follow_from:g}, above [eval] "
             f"max_game_score = {preset.eval.max_game_score:g}: it would never act; lower "
-            "follow_margin"
+            "follow_margin, or follow_greedy = false"
         )
     if pqn.follow_greedy and preset.eval.every <= 0:
         raise ConfigError(

@@ -138,9 +138,10 @@ class Run:
 
     @property
     def holds_greedy(self) -> bool:
-        """``pqn.hold_at_greedy``: the last greedy evaluation played run.stop_reward, so the
-        learner holds the weights it played (no SGD update, no further evaluation). PQN
-        only: DQN's loops count the updates due per agent step and would pile them up."""
+        """``pqn.hold_at_greedy``: the last greedy evaluation played run.stop_reward (by
+        ``pqn.follow_margin``), so the learner holds the weights it played (no SGD update,
+        no further evaluation). PQN only: DQN's loops count the updates due per agent step
+        and would pile them up."""
         greedy = self.tracker.record.eval_reward
         return (
             self.preset.dqn.algorithm == "pqn"
@@ -494,11 +495,11 @@ class Run:
 
     def _go_on_from_average(self, evaluation: Evaluation, final: bool) -> None:
         """``pqn.follow_greedy``: an average of the weights whose greedy evaluation reached
-        run.stop_reward becomes the learner's weights. The weights as they are wobble from
-        update to update around their average, and play worse than it; learning on from
-        them at the rate for a solved agent would bring the average down to them. With
-        ``pqn.hold_at_greedy`` the evaluated weights, the average's or not, become the
-        average too: the agent held is the one evaluated."""
+        run.stop_reward (by ``pqn.follow_margin``) becomes the learner's weights. The
+        weights as they are wobble from update to update around their average, and play
+        worse than it; learning on from them at the rate for a solved agent would bring
+        the average down to them. With ``pqn.hold_at_greedy`` the evaluated weights, the
+        average's or not, become the average too: the agent held is the one evaluated."""
         pqn = self.preset.pqn
         if final or not follows_greedy(self.preset, evaluation.result()):
             return
