@@ -136,10 +136,16 @@ def play_side_by_side(
             break
         batch = np.stack([obs[i] for i in playing])
         actions = act(net, batch, epsilon, envs[0].action_space.n, rng, device)[0]
+        # a fall of a game's score: points lost, and the cut's bound falls
+        before = [recorders[i].reward for i in playing] if cutoff is not None else []
         for i, action in zip(playing, actions, strict=True):
             obs[i], scores[i] = step_game(envs[i], int(action))
         steps += len(playing)
-        if cutoff is not None:
+        # the bound falls where a game lost points, or ended (it counts at its score)
+        if cutoff is not None and any(
+            scores[i] is not None or recorders[i].reward < r
+            for i, r in zip(playing, before, strict=True)
+        ):
             most = [
                 cutoff.max_score - points_lost(r.scored) if s is None else s
                 for r, s in zip(recorders, scores, strict=True)
