@@ -368,12 +368,12 @@ class PQNConfig:
         low=0.0,
     )
     hold_at_greedy: bool = doc(
-        "PQN with pqn.follow_greedy (without either, nothing): while the last greedy "
-        "evaluation's mean is at or above run.stop_reward (by pqn.follow_margin), the "
-        "learner makes no SGD update "
-        "and the weights (their average too) are the ones that evaluation played, so the "
-        "training games that the stop rule scores are played by the agent it scored; no "
-        "further evaluation is made (it would play the same weights), the final one aside",
+        "PQN's alone (refused with DQN), with pqn.follow_greedy (without it, nothing): "
+        "while the last greedy evaluation's mean is at or above run.stop_reward (by "
+        "pqn.follow_margin), the learner makes no SGD update and the weights (their "
+        "average too) are the ones that evaluation played, so the training games that the "
+        "stop rule scores are played by the agent it scored; no further evaluation is made "
+        "(it would play the same weights), the final one aside",
         False,
     )
     act_with_average: bool = doc(
@@ -704,14 +704,19 @@ def check_consistency(source: str, preset: Preset) -> None:
             f"{source}: [eval] average_from = {preset.eval.average_from:g} with average_steps "
             "= 0: there is no average to play; set eval.average_steps, or average_from = -1000"
         )
+    _check_follow_greedy(source, preset)
     if preset.dqn.algorithm == "pqn":
         _check_pqn(source, preset)
         return
-    if preset.pqn.act_with_average:
+    # PQN's alone: DQN's loops have no average to act with, and count the SGD updates due
+    # per agent step, which a held learner would pile up
+    pqn_only = [key for key in ("act_with_average", "hold_at_greedy") if getattr(preset.pqn, key)]
+    if pqn_only:
+        named = " and ".join(f"{key} = true" for key in pqn_only)
+        off = " ".join(f"--set pqn.{key}=false" for key in pqn_only)
         raise ConfigError(
-            f"{source}: [pqn] act_with_average = true with [dqn] algorithm = "
-            f"'{preset.dqn.algorithm}': it is PQN's; set algorithm = 'pqn', or act_with_average"
-            " = false"
+            f"{source}: [pqn] {named} with [dqn] algorithm = '{preset.dqn.algorithm}': "
+            f"PQN's only; set algorithm = 'pqn', or {off}"
         )
     if preset.replay.initial > preset.replay.size:
         raise ConfigError(
@@ -771,6 +776,27 @@ def _check_epsilon_rise_and_fall(source: str, explore: ExploreConfig) -> None:
         )
 
 
+def _check_follow_greedy(source: str, preset: Preset) -> None:
+    """``pqn.follow_greedy`` acts on the greedy evaluations, with either algorithm (DQN's
+    epsilon follows the score too): there must be evaluations, able to reach its bar."""
+    run, pqn = preset.run, preset.pqn
+    if not pqn.follow_greedy:
+        return
+    follow_from = run.stop_reward + pqn.follow_margin
+    if 0 < preset.eval.max_game_score < follow_from:
+        raise ConfigError(
+            f"{source}: [pqn] follow_margin = {pqn.follow_margin:g} over run.stop_reward = "
+            f"{run.stop_reward:g} asks for a greedy mean of {follow_from:g}, above [eval] "
+            f"max_game_score = {preset.eval.max_game_score:g}: it would never act; lower "
+            "follow_margin, or follow_greedy = false"
+        )
+    if preset.eval.every <= 0:
+        raise ConfigError(
+            f"{source}: [pqn] follow_greedy = true with [eval] every = 0: it follows the "
+            "greedy evaluations' score; set eval.every, or follow_greedy = false"
+        )
+
+
 def _check_pqn(source: str, preset: Preset) -> None:
     run, pqn = preset.run, preset.pqn
     if run.mode == "baseline":
@@ -785,19 +811,6 @@ def _check_pqn(source: str, preset: Preset) -> None:
         raise ConfigError(
             f"{source}: [pqn] minibatches = {pqn.minibatches} does not divide a rollout of "
             f"{envs} envs{across} x {pqn.rollout} steps = {envs * pqn.rollout} transitions"
-        )
-    follow_from = run.stop_reward + pqn.follow_margin
-    if pqn.follow_greedy and 0 < preset.eval.max_game_score < follow_from:
-        raise ConfigError(
-            f"{source}: [pqn] follow_margin = {pqn.follow_margin:g} over run.stop_reward = "
-            f"{run.stop_reward:g} asks for a greedy mean of {follow_from:g}, above [eval] "
-            f"max_game_score = {preset.eval.max_game_score:g}: it would never act; lower "
-            "follow_margin, or follow_greedy = false"
-        )
-    if pqn.follow_greedy and preset.eval.every <= 0:
-        raise ConfigError(
-            f"{source}: [pqn] follow_greedy = true with [eval] every = 0: it follows the "
-            "greedy evaluations' score; set eval.every, or follow_greedy = false"
         )
     if pqn.act_with_average and preset.eval.average_steps <= 0:
         raise ConfigError(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -230,25 +232,35 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
 def test_following_the_greedy_score_needs_evaluations():
     from atari_speed.core.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"follow_greedy = true with \[eval\] every = 0"):
-        load_preset("pong-fast", ["pqn.follow_greedy=true", "eval.every=0"])
+    # with either algorithm: DQN's epsilon follows the greedy score too
+    for preset in ("pong-fast", "pong-fast-dqn"):
+        with pytest.raises(ConfigError, match=r"follow_greedy = true with \[eval\] every = 0"):
+            load_preset(preset, ["pqn.follow_greedy=true", "eval.every=0"])
+        load_preset(preset, ["pqn.follow_greedy=true", "eval.every=100000"])
 
 
 def test_only_pqn_holds_the_greedy_agent():
     # DQN's loops count the SGD updates due per agent step: held, they would pile up
     from types import SimpleNamespace
 
+    from atari_speed.core.errors import ConfigError
     from atari_speed.run.session import Run
 
     overrides = ["pqn.follow_greedy=true", "pqn.hold_at_greedy=true", "eval.every=100000"]
-    for preset, held in (("pong-fast", True), ("pong-fast-dqn", False)):
+    with pytest.raises(ConfigError, match=r"hold_at_greedy = true with \[dqn\] algorithm"):
+        load_preset("pong-fast-dqn", overrides)
+    both = r"act_with_average = true and hold_at_greedy = true with \[dqn\].*PQN's only"
+    with pytest.raises(ConfigError, match=both):
+        load_preset("pong-fast-dqn", [*overrides, "pqn.act_with_average=true"])
+    pqn = load_preset("pong-fast", overrides)
+    # a DQN preset built past the check (as a test can) is not held either
+    dqn = dataclasses.replace(pqn, dqn=dataclasses.replace(pqn.dqn, algorithm="dqn"))
+    for preset, held in ((pqn, True), (dqn, False)):
         record = SimpleNamespace(eval_reward=18.5)
-        run = SimpleNamespace(
-            preset=load_preset(preset, overrides), tracker=SimpleNamespace(record=record)
-        )
-        assert Run.holds_greedy.fget(run) is held, preset
+        run = SimpleNamespace(preset=preset, tracker=SimpleNamespace(record=record))
+        assert Run.holds_greedy.fget(run) is held, preset.dqn.algorithm
         record.eval_reward = 17.5
-        assert Run.holds_greedy.fget(run) is False, preset
+        assert Run.holds_greedy.fget(run) is False, preset.dqn.algorithm
     # pqn.follow_margin: an agent at 18.5 is not held with a margin of 1, one at 19.5 is
     run = SimpleNamespace(
         preset=load_preset("pong-fast", [*overrides, "pqn.follow_margin=1.0"]),
@@ -266,6 +278,10 @@ def test_a_follow_margin_above_the_most_a_game_can_score_is_refused():
         load_preset("pong-fast", ["pqn.follow_margin=4.0"])  # 18 + 4 > 21
     load_preset("pong-fast", ["pqn.follow_margin=3.0"])
     load_preset("pong-fast", ["pqn.follow_margin=4.0", "pqn.follow_greedy=false"])
+    dqn_follows = ["pqn.follow_greedy=true", "eval.every=100000", "eval.max_game_score=21.0"]
+    with pytest.raises(ConfigError, match=r"follow_margin = 4 .* above \[eval\] max_game_score"):
+        load_preset("pong-fast-dqn", [*dqn_follows, "pqn.follow_margin=4.0"])
+    load_preset("pong-fast-dqn", [*dqn_follows, "pqn.follow_margin=3.0"])
 
 
 def test_per_actor_fixed_epsilons():
