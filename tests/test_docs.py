@@ -79,6 +79,21 @@ def test_a_result_added_to_the_data_file_shows_in_the_table():
     assert f"solved in {solved + 1} of {len(runs)}" in row
 
 
+def test_seeds_short_of_the_cap_are_named_in_the_readme_minutes():
+    data = json.loads((ROOT / "docs/results.json").read_text())
+    current = next(s for s in data["sets"] if s.get("current") and s.get("cap"))
+    current.pop("beyond_cap", None)
+    for run in current["runs"]:
+        run["to_18"] = 5.0
+    line = next(ln for ln in tables.pong_minutes(data, "x").splitlines() if current["id"] in ln)
+    n = len(current["runs"])
+    assert f"({n} of {n} seeds, {current['date']}" in line
+    current["runs"][0]["to_18"] = None
+    current["beyond_cap"] = "the other went on to solve at 99.9 minutes"
+    line = next(ln for ln in tables.pong_minutes(data, "x").splitlines() if current["id"] in ln)
+    assert f"({n - 1} of {n} seeds within {current['cap']}; the other went on" in line
+
+
 def test_only_current_rows_reach_the_readme_and_the_rest_reach_the_history():
     data = tables.load_data()
     today = tables.today_table(data, "docs/results.md")

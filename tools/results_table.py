@@ -191,7 +191,9 @@ def today_table(data: dict[str, Any], link: str) -> str:
 
 
 def pong_minutes(data: dict[str, Any], link: str) -> str:
-    """One sentence per current Pong run set: how long pong-fast took on that machine."""
+    """One sentence per current Pong run set: how long pong-fast took on that machine. Where
+    some seeds did not solve within the set's cap, it says so, and what the set's
+    ``beyond_cap`` says of them (runs that went on past it)."""
     lines = []
     for s in (s for s in data["sets"] if s.get("current")):
         solved = [r for r in s["runs"] if r.get("to_18") is not None]
@@ -201,9 +203,12 @@ def pong_minutes(data: dict[str, Any], link: str) -> str:
             if solved
             else f"did not solve Pong within {s['cap']}"
         )
+        short = len(solved) < len(s["runs"]) and s.get("cap")
+        within = f" within {s['cap']}" if short else ""
+        beyond = f"; {s['beyond_cap']}" if short and s.get("beyond_cap") else ""
         lines.append(
             f"- {s['cpu_short']}{cores} ({s['precision']}): `{s['preset']}` {took} "
-            f"({len(solved)} of {len(s['runs'])} seeds, {s['date']}: "
+            f"({len(solved)} of {len(s['runs'])} seeds{within}{beyond}, {s['date']}: "
             f"[{s['id']}]({link}#{s['id']}))."
         )
     lines.append("- Any other kind of machine has not run today's pong-fast yet.")
