@@ -138,10 +138,12 @@ class Learner:
         rng: np.random.Generator,
         share: float = 1.0,
         eps: float | None = None,
+        lam: float | None = None,
     ) -> None:
         """One SGD update on ``dqn.batch_size`` transitions sampled from ``replay`` with
         ``rng``. ``progress`` is the run's (0..1); DQN's learning rate does not decay, and
-        its update schedule is ``UpdateSchedule``'s alone (``share`` and ``eps`` are PQN's)."""
+        its update schedule is ``UpdateSchedule``'s alone (``share``, ``eps`` and ``lam``
+        are PQN's)."""
         with self.prof.section("replay sample"):
             self._batch = replay.sample(self.cfg.batch_size, rng, self._batch)
         self.step(self._batch)

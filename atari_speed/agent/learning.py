@@ -33,11 +33,13 @@ class Learning(Protocol):
         rng: np.random.Generator,
         share: float = 1.0,
         eps: float | None = None,
+        lam: float | None = None,
     ) -> None:
         """Learn from ``source`` (DQN: the replay; PQN: a full rollout), drawing samples
         from ``rng``; ``progress`` (0..1) sets a decaying learning rate, ``share`` the
         factor of a rollout's epochs x minibatches updates PQN makes, ``eps`` PQN's
-        Adam epsilon (None: as it is)."""
+        Adam epsilon (None: as it is), ``lam`` the lambda of PQN's returns (None:
+        ``pqn.q_lambda``)."""
 
     def pop_loss(self) -> float | None:
         """Mean loss since the last call (one host sync, at log time only)."""

@@ -97,8 +97,8 @@ class QLambdaLearner:
         self.net.train()
         return torch.cat(out).numpy() if out else np.zeros(0, np.float32)
 
-    def targets(self, rollout: RolloutStore) -> np.ndarray:
-        """The rollout's Q(lambda) returns, ``(T, N)``.
+    def targets(self, rollout: RolloutStore, lam: float | None = None) -> np.ndarray:
+        """The rollout's Q(lambda) returns, ``(T, N)``, with ``lam`` (None: ``pqn.q_lambda``).
 
         Where the rollout holds the values its actor computed while choosing actions
         (n-env mode: the actor's network is this one, unchanged since the rollout began),
@@ -128,7 +128,7 @@ class QLambdaLearner:
             next_values,
             final_values,
             self.cfg.gamma,
-            self.pqn.q_lambda,
+            self.pqn.q_lambda if lam is None else lam,
         )
 
     def learn(
@@ -138,14 +138,16 @@ class QLambdaLearner:
         rng: np.random.Generator,
         share: float = 1.0,
         eps: float | None = None,
+        lam: float | None = None,
     ) -> None:
         """Train on a full rollout (``finish``ed: its ``next_obs`` set); ``progress`` (0..1,
         how far the learning rate has decayed: ``schedules.lr_factor``) sets it, ``share``
         the factor of the epochs x minibatches updates made (above 1: more epochs)
         (``schedules.update_share``), and ``eps`` the optimizer's epsilon
-        (``schedules.adam_eps``; None: as it is)."""
+        (``schedules.adam_eps``; None: as it is), and ``lam`` the returns' lambda
+        (``schedules.q_lambda``; None: ``pqn.q_lambda``)."""
         with self.prof.section("returns"):
-            returns = torch.from_numpy(self.targets(rollout).reshape(-1))
+            returns = torch.from_numpy(self.targets(rollout, lam).reshape(-1))
         for group in self.optimizer.param_groups:
             group["lr"] = self.cfg.learning_rate * max(1.0 - progress, 0.0)
             if eps is not None:

@@ -101,6 +101,16 @@ def adam_eps(preset: Preset, smoothed: float | None) -> float:
     return start + way * (at_stop - start)
 
 
+def q_lambda(preset: Preset, smoothed: float | None) -> float:
+    """PQN's lambda for the Q(lambda) returns: ``pqn.q_lambda_take_off`` (where set, 0 or
+    more) while the smoothed training score is below ``pqn.q_lambda_score_from`` or no
+    game has ended, ``pqn.q_lambda`` from there, both ways."""
+    pqn = preset.pqn
+    if pqn.q_lambda_take_off < 0 or (smoothed is not None and smoothed >= pqn.q_lambda_score_from):
+        return pqn.q_lambda
+    return pqn.q_lambda_take_off
+
+
 def update_share(preset: Preset, steps: int, smoothed: float | None) -> float:
     """The factor of PQN's ``epochs`` x ``minibatches`` updates a rollout gets, two
     schedules multiplied: linear in agent steps from ``pqn.updates_at_start`` at 0 to 1 at

@@ -277,6 +277,21 @@ class PQNConfig:
     q_lambda: float = doc(
         "lambda of the Q(lambda) returns: 0 = 1-step, 1 = Monte Carlo", 0.65, low=0.0, high=1.0
     )
+    q_lambda_take_off: float = doc(
+        "lambda of the Q(lambda) returns while the smoothed training score is below "
+        "pqn.q_lambda_score_from (before the first game ends too); pqn.q_lambda from there, "
+        "both ways: a longer return leans less on Q values that are still far off, a shorter "
+        "one is less noisy once they are not; negative = pqn.q_lambda throughout",
+        -1.0,
+        low=-1.0,
+        high=1.0,
+    )
+    q_lambda_score_from: float = doc(
+        "the smoothed training score from which pqn.q_lambda replaces "
+        "pqn.q_lambda_take_off; with pqn.follow_greedy, a greedy evaluation's 18 counts as "
+        "a smoothed run.stop_reward",
+        0.0,
+    )
     optimizer: str = doc("adam | radam", "radam", choices=OPTIMIZERS)
     fused_optimizer: bool = doc(
         "the optimizer steps through torch's fused Adam kernel, one pass over the weights "

@@ -31,6 +31,7 @@ from atari_speed.agent.schedules import (
     epsilon_at,
     follows_greedy,
     lr_factor,
+    q_lambda,
     schedule_score,
     update_share,
 )
@@ -306,7 +307,8 @@ class Run:
             score = self.schedule_score()
             share = update_share(self.preset, self.frames, score)
             eps = adam_eps(self.preset, score)
-            self.learner.learn(source, self.decay_progress(), self.rng, share, eps)
+            lam = q_lambda(self.preset, score)
+            self.learner.learn(source, self.decay_progress(), self.rng, share, eps, lam)
             if self.average is not None:
                 self.average.update(self.learner.net, self.frames)
         self.choose_acting()

@@ -81,6 +81,23 @@ def test_targets_are_the_q_lambda_returns_of_the_online_network():
     assert pqn.targets(rollout) == pytest.approx(expected, abs=1e-5)
 
 
+def test_learn_trains_towards_the_returns_of_the_lambda_it_is_given():
+    rollout = filled_rollout(next_value=7)
+    pqn = learner(q_lambda=0.5, epochs=1, minibatches=1)
+    published, given = pqn.targets(rollout), pqn.targets(rollout, 0.95)
+    assert pqn.targets(rollout, 0.5) == pytest.approx(published)
+    assert not np.allclose(published, given), "lambda must change these returns"
+    seen = []
+    pqn.step = lambda o, actions, returns: seen.append((actions.numpy(), returns.numpy()))
+    for lam, expected in ((0.95, given), (None, published)):
+        seen.clear()
+        pqn.learn(rollout, 0.0, np.random.default_rng(0), lam=lam)
+        ((actions, returns),) = seen
+        order = np.random.default_rng(0).permutation(32)  # the one minibatch's rows
+        assert returns == pytest.approx(expected.reshape(-1)[order], abs=1e-5)
+        assert np.array_equal(actions, rollout.actions.reshape(-1)[order])
+
+
 def test_targets_take_the_actors_values_and_evaluate_only_the_next_observation():
     rollout = filled_rollout(next_value=7)
     pqn = learner(q_lambda=0.5)

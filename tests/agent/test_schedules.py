@@ -14,6 +14,7 @@ from atari_speed.agent.schedules import (
     adam_eps,
     epsilon_at,
     lr_factor,
+    q_lambda,
     update_schedule,
     update_share,
 )
@@ -192,6 +193,8 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
         "pqn.updates_at_stop=0.25",
         "pqn.updates_score_from=0.0",
         "pqn.adam_eps_at_stop=1e-5",
+        "pqn.q_lambda_take_off=0.8",
+        "pqn.q_lambda_score_from=10.0",
     ]
     preset = load_preset("pong-fast", overrides)
     calls = []
@@ -212,8 +215,8 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
     run.decay_progress = lambda: Run.decay_progress(run)
     run.schedule_score = lambda: Run.schedule_score(run)
     Run.learn(run, "rollout")
-    ((source, progress, rng, share, eps),) = calls
-    assert (source, rng) == ("rollout", "rng")
+    ((source, progress, rng, share, eps, lam),) = calls
+    assert (source, rng, lam) == ("rollout", "rng", 0.8)  # a smoothed 9: still the take-off's
     assert progress == pytest.approx(0.4) and share == pytest.approx(0.625)
     assert eps == pytest.approx(adam_eps(preset, 9.0)) and eps > preset.dqn.adam_eps
     assert Run.learning_rate.fget(run) == pytest.approx(preset.dqn.learning_rate * 0.6)
@@ -224,9 +227,9 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
     run.tracker.record.eval_reward = 19.0
     calls.clear()
     Run.learn(run, "rollout")
-    ((_, progress, _, share, eps),) = calls
+    ((_, progress, _, share, eps, lam),) = calls
     assert progress == pytest.approx(0.8) and share == pytest.approx(0.25)
-    assert eps == pytest.approx(1e-5)
+    assert eps == pytest.approx(1e-5) and lam == preset.pqn.q_lambda
 
 
 def test_following_the_greedy_score_needs_evaluations():
@@ -456,3 +459,24 @@ def test_the_preset_picks_its_schedule_and_its_update_to_data():
         "epochs": 2,
         "samples_per_frame": 2.0,
     }
+
+
+def test_the_take_off_lambda_holds_below_its_score_and_the_published_one_from_it():
+    preset = load_preset(
+        "pong-fast",
+        ["pqn.q_lambda=0.65", "pqn.q_lambda_take_off=0.8", "pqn.q_lambda_score_from=0.0"],
+    )
+    assert q_lambda(preset, None) == 0.8  # no game has ended
+    assert q_lambda(preset, -20.0) == 0.8
+    assert q_lambda(preset, -0.01) == 0.8
+    assert q_lambda(preset, 0.0) == 0.65
+    assert q_lambda(preset, 15.0) == 0.65
+    assert q_lambda(preset, -3.0) == 0.8  # both ways: a score that falls back gets it back
+    zero = load_preset("pong-fast", ["pqn.q_lambda_take_off=0.0"])
+    assert q_lambda(zero, -20.0) == 0.0  # 0 is a lambda (one-step returns), not "off"
+    off = load_preset("pong-fast", ["pqn.q_lambda=0.7"])  # the default: off
+    assert q_lambda(off, None) == 0.7 and q_lambda(off, -20.0) == 0.7
+    from atari_speed.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="q_lambda_take_off"):
+        load_preset("pong-fast", ["pqn.q_lambda_take_off=1.5"])
