@@ -288,8 +288,8 @@ class PQNConfig:
     )
     q_lambda_score_from: float = doc(
         "the smoothed training score from which pqn.q_lambda replaces "
-        "pqn.q_lambda_take_off; with pqn.follow_greedy, a greedy evaluation's 18 counts as "
-        "a smoothed run.stop_reward",
+        "pqn.q_lambda_take_off; with pqn.follow_greedy, a greedy evaluation at "
+        "run.stop_reward (by pqn.follow_margin) counts as a smoothed run.stop_reward",
         0.0,
     )
     optimizer: str = doc("adam | radam", "radam", choices=OPTIMIZERS)
