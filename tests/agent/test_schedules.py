@@ -170,14 +170,12 @@ def test_a_runs_learning_rate_follows_its_smoothed_score():
     assert Run.decay_progress(run_at(9.0)) == pytest.approx(0.4)
     # without pqn.follow_greedy a greedy evaluation does not move it
     assert Run.decay_progress(run_at(9.0, 20.0)) == pytest.approx(0.4)
-    follow = load_preset(
-        "pong-fast", ["pqn.lr_at_stop=0.2", "pqn.follow_greedy=true", "eval.every=100000"]
-    )
+    follow_sets = ["pqn.lr_at_stop=0.2", "pqn.follow_greedy=true", "eval.every=100000"]
+    follow = load_preset("pong-fast", [*follow_sets, "pqn.follow_margin=0"])  # from 18 itself
     assert Run.decay_progress(run_at(9.0, 20.0, follow)) == pytest.approx(0.8)  # at 18's
     assert Run.decay_progress(run_at(None, 18.0, follow)) == pytest.approx(0.8)
     assert Run.decay_progress(run_at(9.0, 17.9, follow)) == pytest.approx(0.4)  # below 18
     # pqn.follow_margin: from 18 + 1 on, not from 18
-    follow_sets = ["pqn.lr_at_stop=0.2", "pqn.follow_greedy=true", "eval.every=100000"]
     margin = load_preset("pong-fast", [*follow_sets, "pqn.follow_margin=1"])
     assert Run.decay_progress(run_at(9.0, 18.9, margin)) == pytest.approx(0.4)
     assert Run.decay_progress(run_at(9.0, 19.0, margin)) == pytest.approx(0.8)
@@ -271,6 +269,13 @@ def test_only_pqn_holds_the_greedy_agent():
     )
     assert Run.holds_greedy.fget(run) is False
     run.tracker.record.eval_reward = 19.5
+    assert Run.holds_greedy.fget(run) is True
+    # pong-fast's own margin: an evaluation of exactly 18 is its agent's expected score, so
+    # holding it would leave the book's 100-game mean at 18 by chance; 18.25 is held
+    run.preset = load_preset("pong-fast")
+    run.tracker.record.eval_reward = 18.0
+    assert Run.holds_greedy.fget(run) is False
+    run.tracker.record.eval_reward = 18.25
     assert Run.holds_greedy.fget(run) is True
 
 
