@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -186,16 +186,17 @@ def test_a_busy_moment_slows_both_precisions_alike(monkeypatch):
     # bf16 would look 5x faster; taking turns, both see the busy moment alike.
     import atari_speed.agent.learning as learning
 
-    calls = [0]
+    calls, clock = [0], [0.0]
 
     class Learner:
         def step(self, *args):
             calls[0] += 1
-            # sleeps long enough that a loaded machine's oversleep (a millisecond or so)
-            # stays well inside choose_precision's 10% margin
-            time.sleep(0.100 if calls[0] <= 6 else 0.020)
+            # the update's time passes on a clock of the test's own: a loaded machine's
+            # oversleep would tip a real sleep past choose_precision's 10% margin
+            clock[0] += 0.100 if calls[0] <= 6 else 0.020
 
     monkeypatch.setattr(learning, "make_learner", lambda *a, **k: Learner())
+    monkeypatch.setattr(auto, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     preset = load_preset("pong-fast")
     fp32, bf16 = auto._update_ms(preset, (4, 42, 42), 6, (False, True), envs=8)
     assert calls[0] == 12
