@@ -168,6 +168,13 @@ class Actor:
                     on_step()
         self.unscored[:] = True
 
+    def new_games(self) -> None:
+        """Every env starts a new game now; the games they were playing are dropped
+        unscored, and games that were unscored (``spread``, ``realign``) are gone."""
+        self.obs, _ = self.venv.reset(options={"reset_mask": np.ones(self.num_envs, dtype=bool)})
+        self.phases[:] = 0
+        self.unscored[:] = False
+
     def _act(self, obs: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray | None]:
         return act(self.net, obs, epsilon, self.actions, self.rng, self.device, self.bf16)
 

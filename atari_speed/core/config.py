@@ -391,6 +391,14 @@ class PQNConfig:
         "(it would play the same weights), the final one aside",
         False,
     )
+    new_games_at_hold: bool = doc(
+        "with pqn.hold_at_greedy, when the hold begins every env starts a new game and the "
+        "games then in progress are not scored, so each game the stop rule scores is the "
+        "held agent's from its start: a game the learner began and the held agent ends is "
+        "neither's, and a deterministic greedy agent put in a state its own games never "
+        "reach can lose it point after point. n-env mode",
+        False,
+    )
     act_with_average: bool = doc(
         "while the smoothed training score is at or above pqn.act_average_from, the actor "
         "plays (the training games included) with the weights' moving average "
@@ -752,19 +760,22 @@ def check_consistency(source: str, preset: Preset) -> None:
 
 def _check_parallel_actors(source: str, preset: Preset) -> None:
     """Parallel mode's actor processes see neither the training score nor the weights'
-    average: the fields that follow them are refused together, in one line that says how
+    average, nor when the learner holds the greedy agent: the fields that follow them
+    are refused together, in one line that says how
     to turn each off (pong-fast sets both)."""
     follows = []
     if preset.explore.epsilon_at_stop >= 0:
         follows.append(("explore.epsilon_at_stop", f"{preset.explore.epsilon_at_stop:g}", "-1"))
     if preset.pqn.act_with_average and preset.run.actors:
         follows.append(("pqn.act_with_average", "true", "false"))
+    if preset.pqn.new_games_at_hold and preset.pqn.hold_at_greedy and preset.run.actors:
+        follows.append(("pqn.new_games_at_hold", "true", "false"))
     if follows:
         named = " and ".join(f"{field} = {value}" for field, value, _ in follows)
         off = " ".join(f"--set {field}={value}" for field, _, value in follows)
         raise ConfigError(
             f"{source}: [run] mode = 'parallel' with {named}: its actors see neither the "
-            f"training score nor the weights' average; use mode = 'n-env', or {off}"
+            f"training score, the weights' average nor the hold; use mode = 'n-env', or {off}"
         )
 
 

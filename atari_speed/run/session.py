@@ -510,6 +510,12 @@ class Run:
         if pqn.hold_at_greedy and self.average is not None:
             # in place: the average's weights are its network's tensors
             self.average.net.load_state_dict(evaluation.net_state)
+        if pqn.hold_at_greedy and pqn.new_games_at_hold and self.actor is not None:
+            self.actor.new_games()
+            self.tracker.say(
+                f"agent step {self.frames:,}: the greedy agent is held; every env starts a "
+                "new game, the games in progress not scored (pqn.new_games_at_hold)"
+            )
 
     def final_evaluation(self) -> None:
         """``eval.at_end``: once the loop has ended by itself, the evaluation in progress

@@ -328,3 +328,24 @@ def test_a_spread_counts_the_steps_it_plays_into_each_envs_game():
     played = len(venv.actions)
     # env 0's game never ends (its episodes are truncations); env 1's last 4 steps each
     assert actor.phases.tolist() == [played, played % 4]
+
+
+def test_new_games_drops_the_games_in_progress_and_scores_the_next_whole():
+    actor, venv, _ = scripted_actor()
+    for _ in range(2):
+        assert actor.step(epsilon=0.0) == []
+    actor.new_games()
+    assert venv.resets[-1].tolist() == [True, True] and venv.t.tolist() == [0, 0]
+    assert actor.phases.tolist() == [0, 0]
+    # env 1's game in progress would have ended 2 steps on; its new one ends 4 steps on,
+    # scored: a whole game of the network's
+    games = [actor.step(epsilon=0.0) for _ in range(4)]
+    assert games == [[], [], [], [Game(5.0, 4)]]
+
+
+def test_new_games_after_a_spread_scores_the_games_it_begins():
+    actor, _, _ = scripted_actor(seed=3)
+    actor.spread(most=40, epsilon=0.0)  # the games in progress: unscored
+    actor.new_games()
+    games = [actor.step(epsilon=0.0) for _ in range(4)]
+    assert games[-1] == [Game(5.0, 4)]

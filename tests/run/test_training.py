@@ -1209,6 +1209,38 @@ def test_an_agent_evaluated_at_the_stop_reward_is_held_with_hold_at_greedy(
         run.lock.release()
 
 
+@pytest.mark.parametrize(
+    ("hold", "new_games", "score", "started"),
+    [(True, True, 18.5, True), (True, False, 18.5, False), (True, True, 18.1, False),
+     (False, True, 18.5, False)],
+)  # fmt: skip
+def test_the_envs_start_new_games_once_when_the_hold_begins(
+    tmp_path, hold, new_games, score, started
+):
+    # pqn.new_games_at_hold: the evaluation that begins the hold (18 + pong-fast's margin)
+    # sends every env to a new game, once; not below the margin, not without the hold,
+    # not with the field off, and the final evaluation never does
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = ["run.envs=1", "run.mode='n-env'", f"pqn.hold_at_greedy={str(hold).lower()}"]
+    overrides.append(f"pqn.new_games_at_hold={str(new_games).lower()}")
+    run = Run(make_plan(load_preset("pong-fast", [*overrides, *AUTO_OFF])), tmp_path / "a")
+    calls: list[None] = []
+    run.actor = SimpleNamespace(new_games=lambda: calls.append(None))
+    try:
+        _evaluation_done(run, score, average=True)
+        run._record_evaluation()
+        assert len(calls) == int(started)
+        _evaluation_done(run, 19.0, average=True)
+        run._record_evaluation(final=True)
+        assert len(calls) == int(started)
+    finally:
+        run.tracker.close()
+        run.lock.release()
+
+
 @pytest.mark.parametrize("act_bf16", [False, True])
 def test_a_runs_learner_computes_values_in_the_precision_its_actor_chooses_in(tmp_path, act_bf16):
     from atari_speed.core.config import load_preset
@@ -1264,6 +1296,11 @@ def test_acting_with_the_average_needs_one_and_the_n_env_actor():
     parallel = ["run.mode='parallel'", "run.actors=1", "explore.epsilon_at_stop=-1"]
     with pytest.raises(ConfigError, match=r"with pqn.act_with_average = true: .* or --set pqn"):
         load_preset("pong-fast", [*parallel, "pqn.act_with_average=true"])
+    # nor when the learner begins to hold the greedy agent
+    with pytest.raises(ConfigError, match=r"with pqn.new_games_at_hold = true: .* or --set pqn"):
+        load_preset(
+            "pong-fast", [*parallel, "pqn.act_with_average=false", "pqn.new_games_at_hold=true"]
+        )
     both = ["run.mode='parallel'", "run.actors=1", "pqn.act_with_average=true"]
     both += ["explore.epsilon_at_stop=0.0"]
     with pytest.raises(ConfigError, match=r"epsilon_at_stop = 0 and pqn\.act_with_average") as e:
