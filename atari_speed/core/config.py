@@ -761,8 +761,8 @@ def check_consistency(source: str, preset: Preset) -> None:
 def _check_parallel_actors(source: str, preset: Preset) -> None:
     """Parallel mode's actor processes see neither the training score nor the weights'
     average, nor when the learner holds the greedy agent: the fields that follow them
-    are refused together, in one line that says how
-    to turn each off (pong-fast sets both)."""
+    are refused together, in one line that says how to turn each off (pong-fast sets
+    two of them)."""
     follows = []
     if preset.explore.epsilon_at_stop >= 0:
         follows.append(("explore.epsilon_at_stop", f"{preset.explore.epsilon_at_stop:g}", "-1"))
