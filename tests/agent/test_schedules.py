@@ -271,7 +271,7 @@ def test_only_pqn_holds_the_greedy_agent():
     run.tracker.record.eval_reward = 19.5
     assert Run.holds_greedy.fget(run) is True
     # pong-fast's own margin: an evaluation of exactly 18 is its agent's expected score, so
-    # holding it would leave the book's 100-game mean at 18 by chance; 18.25 is held
+    # holding it would leave the book's smoothed score at 18 by chance; 18.25 is held
     run.preset = load_preset("pong-fast")
     run.tracker.record.eval_reward = 18.0
     assert Run.holds_greedy.fget(run) is False
