@@ -399,6 +399,16 @@ class PQNConfig:
         "reach can lose it point after point. n-env mode",
         False,
     )
+    learn_while_held: bool = doc(
+        "with pqn.hold_at_greedy, what is held is the agent that plays the training games, "
+        "not the learner: SGD goes on at the rates for run.stop_reward (they no longer fall "
+        "back), evaluations go on, and one whose mean is above the held agent's (by "
+        "pqn.follow_margin over run.stop_reward) hands the training games to the agent it "
+        "played. A held agent barely above the stop reward, held while the training score is "
+        "far below it, asks the smoothed score hundreds of its games; a better one asks "
+        "fewer. n-env mode",
+        False,
+    )
     act_with_average: bool = doc(
         "while the smoothed training score is at or above pqn.act_average_from, the actor "
         "plays (the training games included) with the weights' moving average "
@@ -770,6 +780,8 @@ def _check_parallel_actors(source: str, preset: Preset) -> None:
         follows.append(("pqn.act_with_average", "true", "false"))
     if preset.pqn.new_games_at_hold and preset.pqn.hold_at_greedy and preset.run.actors:
         follows.append(("pqn.new_games_at_hold", "true", "false"))
+    if preset.pqn.learn_while_held and preset.pqn.hold_at_greedy and preset.run.actors:
+        follows.append(("pqn.learn_while_held", "true", "false"))
     if follows:
         named = " and ".join(f"{field} = {value}" for field, value, _ in follows)
         off = " ".join(f"--set {field}={value}" for field, _, value in follows)

@@ -54,6 +54,7 @@ class Checkpoint:
     stats: dict[str, Any] | None = None  # the tracker's scores and wall time: to resume
     rng: dict[str, Any] | None = None  # numpy and torch RNG states: to resume
     average: dict[str, Any] | None = None  # eval.average_steps' averaged weights: to resume
+    held: dict[str, Any] | None = None  # pqn.learn_while_held's agent and score: to resume
     # n-env mode: each env's agent steps into its game in progress (run.resume_phases)
     env_phases: list[int] | None = None
 

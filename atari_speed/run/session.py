@@ -8,6 +8,7 @@ evaluation) that every loop calls once per iteration.
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -97,6 +98,12 @@ class Run:
             if checkpoint is not None:
                 self.resume(checkpoint)
             self.average = self.start_average(checkpoint)
+            # pqn.learn_while_held: the agent that plays the training games, and its
+            # evaluation's mean, once one has been held
+            self.held_net: torch.nn.Module | None = None
+            self.held_score: float | None = None
+            if checkpoint is not None and checkpoint.held is not None:
+                self.hold_actor(checkpoint.held["weights"], float(checkpoint.held["score"]))
         except BaseException:
             self.lock.release()
             raise
@@ -135,18 +142,21 @@ class Run:
         """The score the schedules that fall with the score follow (``schedule_score``):
         PQN's learning rate and updates, epsilon's fall and acting with the average."""
         smoothed, greedy = self.tracker.scores.smoothed, self.tracker.record.eval_reward
+        if self.held_score is not None:  # held, whatever later evaluations played
+            greedy = self.held_score
         return schedule_score(self.preset, smoothed, greedy)
 
     @property
     def holds_greedy(self) -> bool:
         """``pqn.hold_at_greedy``: the last greedy evaluation played run.stop_reward (by
         ``pqn.follow_margin``), so the learner holds the weights it played (no SGD update,
-        no further evaluation). PQN only: DQN's loops count the updates due per agent step
-        and would pile them up."""
-        greedy = self.tracker.record.eval_reward
+        no further evaluation); with ``pqn.learn_while_held`` only the actor holds them.
+        PQN only: DQN's loops count the updates due per agent step and would pile them up."""
+        greedy, pqn = self.tracker.record.eval_reward, self.preset.pqn
         return (
             self.preset.dqn.algorithm == "pqn"
-            and self.preset.pqn.hold_at_greedy
+            and pqn.hold_at_greedy
+            and not pqn.learn_while_held
             and follows_greedy(self.preset, greedy)
         )
 
@@ -333,9 +343,12 @@ class Run:
         """n-env mode's actor (``actor``, else the one started) plays with the weights'
         average while the smoothed score (``schedule_score``) is at or above
         pqn.act_average_from (``pqn.act_with_average``), else with the weights as they
-        are."""
+        are; with ``pqn.learn_while_held``, once an agent is held, with its weights."""
         pqn, score = self.preset.pqn, self.schedule_score()
         actor = actor or self.actor
+        if actor is not None and self.held_net is not None:
+            actor.act_with(self.held_net)
+            return
         if actor is None or self.average is None or not pqn.act_with_average:
             return
         average = score is not None and score >= pqn.act_average_from
@@ -501,21 +514,44 @@ class Run:
         weights as they are wobble from update to update around their average, and play
         worse than it; learning on from them at the rate for a solved agent would bring
         the average down to them. With ``pqn.hold_at_greedy`` the evaluated weights, the
-        average's or not, become the average too: the agent held is the one evaluated."""
+        average's or not, become the average too: the agent held is the one evaluated.
+        With ``pqn.learn_while_held`` they become the actor's alone (``hold_actor``), where
+        they score above the agent held so far."""
         pqn = self.preset.pqn
-        if final or not follows_greedy(self.preset, evaluation.result()):
+        score = evaluation.result()
+        if final or not follows_greedy(self.preset, score):
             return
-        if pqn.hold_at_greedy or evaluation.average:
+        frozen = pqn.hold_at_greedy and not pqn.learn_while_held
+        if frozen or evaluation.average:
             self.learner.net.load_state_dict(evaluation.net_state)
-        if pqn.hold_at_greedy and self.average is not None:
+        if frozen and self.average is not None:
             # in place: the average's weights are its network's tensors
             self.average.net.load_state_dict(evaluation.net_state)
-        if pqn.hold_at_greedy and pqn.new_games_at_hold and self.actor is not None:
+        begins = frozen or (pqn.hold_at_greedy and self.held_score is None)
+        better = self.held_score is None or score > self.held_score
+        if pqn.hold_at_greedy and pqn.learn_while_held and better:
+            self.hold_actor(evaluation.net_state, score)
+            self.tracker.say(
+                f"agent step {self.frames:,}: the training games are played by the agent "
+                f"this greedy evaluation scored ({score:.2f}); learning goes on "
+                "(pqn.learn_while_held)"
+            )
+        if begins and pqn.new_games_at_hold and self.actor is not None:
             self.actor.new_games()
             self.tracker.say(
                 f"agent step {self.frames:,}: the greedy agent is held; every env starts a "
                 "new game, the games in progress not scored (pqn.new_games_at_hold)"
             )
+
+    def hold_actor(self, weights: dict[str, torch.Tensor], score: float) -> None:
+        """``pqn.learn_while_held``: the training games are played from the next step by
+        ``weights``, which a greedy evaluation scored ``score``; the learner goes on."""
+        if self.held_net is None:
+            # the learner's architecture and memory format, tensors of its own
+            self.held_net = copy.deepcopy(self.learner.net).eval().requires_grad_(False)
+        self.held_net.load_state_dict(weights)
+        self.held_score = score
+        self.choose_acting()
 
     def final_evaluation(self) -> None:
         """``eval.at_end``: once the loop has ended by itself, the evaluation in progress
@@ -579,9 +615,16 @@ class Run:
             if resumable
             else None,
             average=self.average.state_dict() if resumable and self.average is not None else None,
+            held=self.held_state() if resumable else None,
             env_phases=self.env_phases() if resumable else None,
         )
         save_checkpoint(checkpoint, self.run_dir / name)
+
+    def held_state(self) -> dict[str, Any] | None:
+        """The agent ``pqn.learn_while_held`` holds, and its score, for a checkpoint."""
+        if self.held_net is None or self.held_score is None:
+            return None
+        return {"weights": self.held_net.state_dict(), "score": self.held_score}
 
     def resume(self, checkpoint: Checkpoint) -> None:
         """Continue ``checkpoint``'s run, or raise ConfigError saying why it cannot be."""

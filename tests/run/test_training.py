@@ -1241,6 +1241,69 @@ def test_the_envs_start_new_games_once_when_the_hold_begins(
         run.lock.release()
 
 
+def test_with_learn_while_held_the_actor_holds_the_best_agent_and_learning_goes_on(tmp_path):
+    # pqn.learn_while_held: a greedy evaluation at 18 + pong-fast's margin hands the
+    # training games to the agent it played, and the learner goes on at the rates for 18:
+    # SGD, evaluations; a lower evaluation later leaves the held agent (and the schedules)
+    # as they are, a higher one takes its place; a resumed run holds the same agent
+    from atari_speed.core.config import load_preset
+    from atari_speed.run.plan import make_plan
+    from atari_speed.run.session import Run
+
+    overrides = ["run.envs=1", "run.mode='n-env'", "eval.max_cpu_share=1.0"]
+    plan = make_plan(load_preset("pong-fast", [*overrides, "pqn.learn_while_held=true", *AUTO_OFF]))
+    phases = SimpleNamespace(tolist=lambda: [0])  # the actor's envs' steps into their games
+    run = Run(plan, tmp_path / "a")
+    acted: list[object] = []
+    run.actor = SimpleNamespace(act_with=acted.append, phases=phases)
+    learned: list[object] = []
+    run.learner.learn = lambda *args: learned.append(args)
+    stop = run.preset.run.stop_reward
+    try:
+        run.tracker.scores.best_smoothed = run.tracker.scores.smoothed = -10.0
+        _, first = _evaluation_done(run, 18.5, average=True)
+        run._record_evaluation()
+        assert not run.holds_greedy and run.held_score == 18.5
+        assert acted[-1] is run.held_net
+        for key, value in run.held_net.state_dict().items():
+            assert torch.equal(value, first[key]), key
+        assert run.schedule_score() == stop  # the rates and epsilon for a solved agent
+        assert 0.0 < run.learning_rate < run.preset.dqn.learning_rate * 0.2
+        run.learn(None)
+        assert len(learned) == 1 and acted[-1] is run.held_net
+        run.tracker.advance(run.preset.eval.every * 2)
+        run._evaluate()
+        assert run.evaluation is not None  # evaluations go on
+        run.evaluation.cancel()
+        # lower, and below the margin: the agent held and the schedules stay
+        _evaluation_done(run, 12.0, average=True)
+        run._record_evaluation()
+        assert run.held_score == 18.5 and run.schedule_score() == stop
+        for key, value in run.held_net.state_dict().items():
+            assert torch.equal(value, first[key]), key
+        # higher: it plays the training games from now on
+        _, better = _evaluation_done(run, 19.5, average=True)
+        run._record_evaluation()
+        assert run.held_score == 19.5 and acted[-1] is run.held_net
+        for key, value in run.held_net.state_dict().items():
+            assert torch.equal(value, better[key]), key
+        run.checkpoint()
+    finally:
+        run.tracker.close()
+        run.lock.release()
+    resumed = Run(plan, tmp_path / "b", resume=str(tmp_path / "a" / "checkpoint.pt"))
+    try:
+        assert resumed.held_score == 19.5 and resumed.schedule_score() == stop
+        for key, value in resumed.held_net.state_dict().items():
+            assert torch.equal(value, better[key]), key
+        resumed_acted: list[object] = []
+        resumed.choose_acting(SimpleNamespace(act_with=resumed_acted.append))
+        assert resumed_acted == [resumed.held_net]
+    finally:
+        resumed.tracker.close()
+        resumed.lock.release()
+
+
 @pytest.mark.parametrize("act_bf16", [False, True])
 def test_a_runs_learner_computes_values_in_the_precision_its_actor_chooses_in(tmp_path, act_bf16):
     from atari_speed.core.config import load_preset
@@ -1300,6 +1363,10 @@ def test_acting_with_the_average_needs_one_and_the_n_env_actor():
     with pytest.raises(ConfigError, match=r"with pqn.new_games_at_hold = true: .* or --set pqn"):
         load_preset(
             "pong-fast", [*parallel, "pqn.act_with_average=false", "pqn.new_games_at_hold=true"]
+        )
+    with pytest.raises(ConfigError, match=r"with pqn.learn_while_held = true: .* or --set pqn"):
+        load_preset(
+            "pong-fast", [*parallel, "pqn.act_with_average=false", "pqn.learn_while_held=true"]
         )
     both = ["run.mode='parallel'", "run.actors=1", "pqn.act_with_average=true"]
     both += ["explore.epsilon_at_stop=0.0"]
