@@ -82,7 +82,7 @@ def test_a_runs_epsilon_follows_its_smoothed_score():
     def run_at(smoothed):
         scores, record = SimpleNamespace(smoothed=smoothed), SimpleNamespace(eval_reward=None)
         tracker = SimpleNamespace(scores=scores, record=record)
-        run = SimpleNamespace(preset=preset, frames=10**7, tracker=tracker)
+        run = SimpleNamespace(preset=preset, frames=10**7, tracker=tracker, held_score=None)
         run.schedule_score = lambda: Run.schedule_score(run)
         return run
 
@@ -162,7 +162,7 @@ def test_a_runs_learning_rate_follows_its_smoothed_score():
     def run_at(smoothed, greedy=None, preset=preset):
         scores, record = SimpleNamespace(smoothed=smoothed), SimpleNamespace(eval_reward=greedy)
         tracker = SimpleNamespace(scores=scores, record=record)
-        run = SimpleNamespace(preset=preset, frames=0, tracker=tracker)
+        run = SimpleNamespace(preset=preset, frames=0, tracker=tracker, held_score=None)
         run.schedule_score = lambda: Run.schedule_score(run)
         return run
 
@@ -208,6 +208,7 @@ def test_a_runs_learner_gets_the_share_of_updates_its_smoothed_score_sets():
         average=None,
         actor=None,
         holds_greedy=False,
+        held_score=None,
     )
     run.choose_acting = lambda: Run.choose_acting(run)
     run.decay_progress = lambda: Run.decay_progress(run)
