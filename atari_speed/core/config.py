@@ -402,11 +402,10 @@ class PQNConfig:
     learn_while_held: bool = doc(
         "with pqn.hold_at_greedy, what is held is the agent that plays the training games, "
         "not the learner: SGD goes on at the rates for run.stop_reward (they no longer fall "
-        "back), evaluations go on, and one whose mean is above the held agent's (by "
-        "pqn.follow_margin over run.stop_reward) hands the training games to the agent it "
-        "played. A held agent barely above the stop reward, held while the training score is "
-        "far below it, asks the smoothed score hundreds of its games; a better one asks "
-        "fewer. n-env mode",
+        "back), evaluations go on, and one that pqn.follow_greedy acts on and whose mean is "
+        "above the held agent's hands the training games to the agent it played. An agent "
+        "barely above the stop reward, held while the training score is far below it, asks "
+        "the smoothed score hundreds of its games; a better one asks fewer. n-env mode",
         False,
     )
     act_with_average: bool = doc(
