@@ -175,7 +175,9 @@ class Actor:
         self.phases[:] = 0
         self.unscored[:] = False
 
-    def _act(self, obs: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray | None]:
+    def _act(
+        self, obs: np.ndarray, epsilon: float | np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         return act(self.net, obs, epsilon, self.actions, self.rng, self.device, self.bf16)
 
     def _after_step(self, infos: dict[str, Any]) -> None:
@@ -184,9 +186,10 @@ class Actor:
         if "_episode" in infos:
             self.phases[infos["_episode"]] = 0
 
-    def step(self, epsilon: float, sink: Sink | None = None) -> list[Game]:
-        """One step of every env, written into ``sink`` (default: the actor's own; parallel
-        PQN's actors alternate between two shared rollouts); the games it finished."""
+    def step(self, epsilon: float | np.ndarray, sink: Sink | None = None) -> list[Game]:
+        """One step of every env at ``epsilon`` (one for all, or each env's), written into
+        ``sink`` (default: the actor's own; parallel PQN's actors alternate between two shared
+        rollouts); the games it finished."""
         prof, sink = self.prof, self.sink if sink is None else sink
         with prof.section("action selection"):
             actions, values = self._act(self.obs, epsilon)

@@ -41,7 +41,7 @@ def epsilon_greedy(
 def act(
     net: nn.Module,
     obs: np.ndarray,
-    epsilon: float,
+    epsilon: float | np.ndarray,
     actions: int,
     rng: np.random.Generator,
     device: torch.device,
@@ -50,8 +50,8 @@ def act(
     """Epsilon-greedy actions for a batch of observations ``(N, k, H, W)``, and max_a Q(s, a)
     of each from the same forward pass (under bf16 autocast with ``bf16``); while epsilon is
     1 (warm-up) every action is random, so the forward pass is skipped and there are no
-    values (None)."""
-    if epsilon >= 1.0:
+    values (None). ``epsilon``: one for all, or each observation's."""
+    if np.min(epsilon) >= 1.0:
         return rng.integers(0, actions, len(obs)), None
     greedy, values = greedy_and_values(net, obs, device, bf16)
     return epsilon_greedy(greedy, epsilon, actions, rng), values

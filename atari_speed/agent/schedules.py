@@ -45,6 +45,17 @@ def epsilon_at(
     return top + way * (explore.epsilon_at_stop - top)
 
 
+def env_epsilons(
+    explore: ExploreConfig, epsilon: float, steps: int, envs: int
+) -> float | np.ndarray:
+    """Each of ``envs`` envs' epsilon: the run's ``epsilon``, or with ``explore.env_spread``
+    from ``epsilon_steps`` on, env i's ``epsilon * env_spread ** (i / (envs - 1))``, at most 1
+    (before, the decay from epsilon_start is left as it is)."""
+    if explore.env_spread <= 1.0 or envs < 2 or steps < explore.epsilon_steps:
+        return epsilon
+    return np.minimum(epsilon * explore.env_spread ** np.linspace(0.0, 1.0, envs), 1.0)
+
+
 def score_way(smoothed: float, start: float, stop: float) -> float:
     """How far the smoothed training score is from ``start`` to ``stop`` (0..1, clipped)."""
     return min(max((smoothed - start) / (stop - start), 0.0), 1.0)

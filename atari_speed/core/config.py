@@ -473,6 +473,14 @@ class ExploreConfig:
         "(unused while that is off); below explore.score_from",
         0.0,
     )
+    env_spread: float = doc(
+        "1 = off; else, from explore.epsilon_steps on, env i of N acts at epsilon x "
+        "env_spread^(i/(N-1)), at most 1: a few envs explore more, as Ape-X's actors do, while "
+        "the others play near greedy, and the spread falls with epsilon (explore.epsilon_at_stop). "
+        "n-env mode only",
+        1.0,
+        low=1.0,
+    )
 
 
 @dataclass(frozen=True)
@@ -709,6 +717,12 @@ def check_consistency(source: str, preset: Preset) -> None:
         )
     if preset.run.mode == "parallel":
         _check_parallel_actors(source, preset)
+    if explore.env_spread > 1.0 and preset.run.mode in ("parallel", "baseline"):
+        raise ConfigError(
+            f"{source}: [explore] env_spread = {explore.env_spread:g} with mode = "
+            f"'{preset.run.mode}': the spread is over n-env mode's envs; use mode = 'n-env', or "
+            "env_spread = 1"
+        )
     if explore.epsilon_at_stop >= 0:
         _check_epsilon_rise_and_fall(source, explore)
         _check_score_fall(

@@ -32,7 +32,7 @@ def _loop(run: Run, actor: Actor, replay: FrameReplay) -> None:
     collected = 0  # transitions this run added to its replay (beside any restored)
     prof.restart()
     while not run.done:
-        games = actor.step(run.epsilon)
+        games = actor.step(run.env_epsilons(actor.num_envs))
         collected += actor.num_envs
         with prof.section("logging + checkpoints"):
             run.tracker.advance(actor.num_envs)

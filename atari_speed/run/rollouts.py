@@ -20,7 +20,7 @@ def run_pqn(run: Run) -> None:
         while not run.done:
             rollout.clear()
             while not rollout.full:
-                games = actor.step(run.epsilon)
+                games = actor.step(run.env_epsilons(actor.num_envs))
                 with prof.section("logging + checkpoints"):
                     run.tracker.advance(actor.num_envs)
                     for game in games:

@@ -29,6 +29,7 @@ from atari_speed.agent.rollout import RolloutStore
 from atari_speed.agent.schedules import (
     UpdateSchedule,
     adam_eps,
+    env_epsilons,
     epsilon_at,
     follows_greedy,
     lr_factor,
@@ -174,6 +175,11 @@ class Run:
         return epsilon_at(
             self.preset.explore, self.frames, self.schedule_score(), self.preset.run.stop_reward
         )
+
+    def env_epsilons(self, envs: int) -> float | np.ndarray:
+        """What ``envs`` envs act at: the run's epsilon, spread over them by
+        ``explore.env_spread``."""
+        return env_epsilons(self.preset.explore, self.epsilon, self.frames, envs)
 
     @property
     def done(self) -> bool:

@@ -97,6 +97,16 @@ def test_act_at_epsilon_one_is_random_without_a_forward_pass():
     assert set(actions.tolist()) == {0, 1, 2, 3}
 
 
+def test_act_takes_each_envs_epsilon_and_asks_the_network_unless_all_are_one():
+    net = Table([[0.0, 1.0, 0.0, 0.0]])
+    eps = np.repeat([0.0, 1.0], 400)  # explore.env_spread's ends, clipped at 1
+    actions, values = act(net, obs_of(*[0] * 800), eps, 4, np.random.default_rng(2), CPU)
+    assert net.calls == 1 and values.tolist() == [1.0] * 800
+    assert (actions[:400] == 1).all() and set(actions[400:].tolist()) == {0, 1, 2, 3}
+    _, values = act(net, obs_of(0, 0), np.array([1.0, 1.0]), 4, np.random.default_rng(2), CPU)
+    assert values is None and net.calls == 1
+
+
 def test_act_just_below_one_still_asks_the_network():
     net = Table([[0.0, 1.0]])
     _, values = act(net, obs_of(0, 0), 0.999, 2, np.random.default_rng(0), CPU)

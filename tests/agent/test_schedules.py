@@ -12,6 +12,7 @@ from atari_speed.agent.schedules import (
     UpdateSchedule,
     actor_epsilon,
     adam_eps,
+    env_epsilons,
     epsilon_at,
     lr_factor,
     q_lambda,
@@ -90,6 +91,35 @@ def test_a_runs_epsilon_follows_its_smoothed_score():
     assert Run.epsilon.fget(run_at(9.0)) == pytest.approx(0.005)
 
 
+def test_an_env_spread_scales_each_envs_epsilon_once_the_decay_is_over():
+    explore = ExploreConfig(epsilon_final=0.001, epsilon_steps=1000, env_spread=100.0)
+    assert env_epsilons(explore, 0.5, 999, 5) == 0.5  # the decay from epsilon_start as it is
+    spread = env_epsilons(explore, 0.001, 1000, 5)
+    assert spread == pytest.approx([0.001, 0.001 * 100**0.25, 0.01, 0.001 * 100**0.75, 0.1])
+    # it follows epsilon wherever the schedule takes it, to none at all, and stops at 1
+    assert env_epsilons(explore, 0.0, 10**6, 5).tolist() == [0.0] * 5
+    assert env_epsilons(explore, 0.05, 10**6, 3) == pytest.approx([0.05, 0.5, 1.0])
+    assert env_epsilons(dataclasses.replace(explore, env_spread=1.0), 0.001, 10**6, 5) == 0.001
+    assert env_epsilons(explore, 0.001, 10**6, 1) == 0.001  # one env: nothing to spread over
+
+
+def test_a_runs_envs_act_at_its_epsilon_spread_over_them():
+    from types import SimpleNamespace
+
+    from atari_speed.run.session import Run
+
+    preset = load_preset("pong-fast", ["explore.env_spread=30"])
+    scores, record = SimpleNamespace(smoothed=-15.0), SimpleNamespace(eval_reward=None)
+    tracker = SimpleNamespace(scores=scores, record=record)
+    run = SimpleNamespace(preset=preset, tracker=tracker, held_score=None)
+    run.schedule_score = lambda: Run.schedule_score(run)
+    for frames, first, last in ((0, 1.0, 1.0), (10**6, 0.001, 0.03)):
+        run.frames = frames
+        run.epsilon = Run.epsilon.fget(run)
+        eps = np.atleast_1d(Run.env_epsilons(run, 64))
+        assert eps[0] == pytest.approx(first) and eps[-1] == pytest.approx(last)
+
+
 def test_epsilon_falling_with_the_score_is_refused_where_it_cannot_be_followed():
     from atari_speed.core.errors import ConfigError
 
@@ -110,6 +140,9 @@ def test_epsilon_falling_with_the_score_is_refused_where_it_cannot_be_followed()
         )
     with pytest.raises(ConfigError, match=r"epsilon_peak = 0.01 without epsilon_at_stop"):
         load_preset("pong-fast", ["explore.epsilon_peak=0.01", "explore.epsilon_at_stop=-1"])
+    for mode in ("parallel", "baseline"):
+        with pytest.raises(ConfigError, match=rf"env_spread = 30 with mode = '{mode}'"):
+            load_preset("atari-fast", ["explore.env_spread=30", f"run.mode='{mode}'"])
     with pytest.raises(ConfigError, match=r"stop_reward = inf: epsilon falls"):
         load_preset("atari-fast", ["explore.epsilon_at_stop=0.0"])
     with pytest.raises(ConfigError, match=r"lr_at_stop = 0.5 with \[run\] stop_reward = inf"):
