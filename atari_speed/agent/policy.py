@@ -66,12 +66,17 @@ def play_episodes(
     rng: np.random.Generator,
     stop: threading.Event | None = None,
     on_step: Callable[[], bool] | None = None,
+    points: bool = False,
 ) -> list[dict[str, Any]]:
     """Play whole games; return each game's ``info["episode"]`` (unclipped score ``r``,
-    agent steps ``l``, emulator ``frames``). ``stop`` ends play early. ``on_step`` is called
-    after the first reset and after every step (``play.py`` shows and records the screen);
-    returning False ends play early. Either way the game in progress is not returned."""
+    agent steps ``l``, emulator ``frames``), with ``points``: also each reward's agent steps
+    after the one before, signed as the reward (``points``; -126: a point lost 126 steps
+    after the last). ``stop`` ends play early. ``on_step`` is called after the first reset
+    and after every step (``play.py`` shows and records the screen); returning False ends
+    play early. Either way the game in progress is not returned."""
     finished: list[dict[str, Any]] = []
+    scored: list[int] = []
+    since = 0
     # a new game even where the env was just reset (seeded): EpisodicLife would take this
     # reset for one after a lost life and go on with that game, one FIRE step in
     obs, _ = env.reset(options={NEW_GAME: True})
@@ -79,9 +84,14 @@ def play_episodes(
     while going and len(finished) < games and not (stop is not None and stop.is_set()):
         batch = np.asarray(obs)[None]
         action = int(act(net, batch, epsilon, env.action_space.n, rng, device)[0][0])
-        obs, _, terminated, truncated, info = env.step(action)
+        obs, reward, terminated, truncated, info = env.step(action)
+        since += 1
+        if reward:
+            scored.append(since if reward > 0 else -since)
+            since = 0
         if "episode" in info:
-            finished.append(dict(info["episode"]))
+            finished.append(dict(info["episode"]) | ({"points": scored} if points else {}))
+            scored, since = [], 0
         going = on_step is None or on_step()
         if terminated or truncated:
             obs, _ = env.reset()

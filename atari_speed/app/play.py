@@ -90,6 +90,13 @@ def play_parser() -> argparse.ArgumentParser:
         "the checkpoint's)",
     )
     parser.add_argument(
+        "--points",
+        action="store_true",
+        help="also print when each point came: +N or -N, a reward of that sign N agent steps "
+        "after the last; and how many of the games were distinct. A near-greedy agent on a "
+        "deterministic emulator can replay the same points over and over (docs/pong-fast.md)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print only one JSON object on one line, for scripts"
     )
     return parser
@@ -198,7 +205,15 @@ def watch(
         rng = np.random.default_rng(args.seed)
         with ctrl_c_sets(stop):
             games = play_episodes(
-                env, net, device, args.episodes, args.epsilon, rng, stop=stop, on_step=on_step
+                env,
+                net,
+                device,
+                args.episodes,
+                args.epsilon,
+                rng,
+                stop=stop,
+                on_step=on_step,
+                points=args.points,
             )
     if recorder is None:  # the recorder saved the video as the stack closed
         return Played(games, (width, height))
@@ -233,9 +248,14 @@ def print_text(
         cut = cap is not None and g["frames"] >= cap
         note = f" (cut short at {args.max_seconds:g} s)" if cut else ""
         print(f"game {i}: score {g['r']:g}, {g['l']} steps{note}")
+        if args.points:
+            print("  points: " + " ".join(f"{n:+d}" for n in g["points"]))
     mean, std = score_stats(played.games)
     if played.games:
         print(f"mean {mean:.2f} +- {std:.2f} over {len(played.games)} games")
+    if args.points and played.games:
+        distinct = len({tuple(g["points"]) for g in played.games})
+        print(f"{distinct} distinct of {len(played.games)} games (by their points and steps)")
     if played.video is not None:
         width, height = played.size
         print(f"video: {played.video}, {played.video_frames} frames of {width}x{height}")

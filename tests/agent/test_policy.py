@@ -152,6 +152,19 @@ def test_play_episodes_returns_whole_games_and_resets_between_them():
     assert len(steps) == 1 + 5  # after the first reset and after every step
 
 
+def test_play_episodes_can_say_when_each_point_came():
+    class Points(ScriptedEnv):
+        def step(self, action):  # +1 at the game's 2nd step, -1 at its 5th
+            obs, _, over, trunc, info = super().step(action)
+            return obs, {2: 1.0, 5: -1.0}.get(self.t, 0.0), over, trunc, info
+
+    net = Table([[0.0, 1.0]] * 256)
+    rng = np.random.default_rng(0)
+    games = play_episodes(Points([6, 5]), net, CPU, 2, 0.0, rng, points=True)
+    assert [g["points"] for g in games] == [[2, -3], [2, -3]]  # counted afresh each game
+    assert "points" not in play_episodes(Points([6]), net, CPU, 1, 0.0, rng)[0]
+
+
 def test_play_episodes_ends_early_on_stop_or_when_on_step_says_so():
     stop = threading.Event()
     stop.set()

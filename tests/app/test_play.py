@@ -80,6 +80,19 @@ def test_play_prints_each_game_and_the_mean(run_dir):
     assert "game 1: score " in out.stdout and "mean " in out.stdout
 
 
+def test_points_says_when_each_point_came_and_how_many_games_were_distinct(run_dir):
+    out = play(str(run_dir), "--episodes", "2", "--epsilon", "1.0", "--points")
+    assert out.returncode == 0, out.stderr
+    games = re.findall(r"game \d: score (-?\d+), (\d+) steps\n  points: ([-+\d ]+)\n", out.stdout)
+    assert len(games) == 2
+    for score, steps, points in games:
+        signed = [int(p) for p in points.split()]
+        # a won point counts +1 and a lost one -1, within the game's steps
+        assert sum(1 if n > 0 else -1 for n in signed) == int(score)
+        assert sum(abs(n) for n in signed) <= int(steps) and max(signed) <= 21
+    assert re.search(r"\n[12] distinct of 2 games ", out.stdout)
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
