@@ -93,8 +93,9 @@ def play_parser() -> argparse.ArgumentParser:
         "--points",
         action="store_true",
         help="also print when each point came: +N or -N, a reward of that sign N agent steps "
-        "after the last; and how many of the games were distinct. A near-greedy agent on a "
-        "deterministic emulator can replay the same points over and over (docs/pong-fast.md)",
+        "after the last; and how many games were distinct after their first point. A near-greedy "
+        "agent on a deterministic emulator can replay the same points over and over "
+        "(docs/pong-fast.md)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print only one JSON object on one line, for scripts"
@@ -254,8 +255,9 @@ def print_text(
     if played.games:
         print(f"mean {mean:.2f} +- {std:.2f} over {len(played.games)} games")
     if args.points and played.games:
-        distinct = len({tuple(g["points"]) for g in played.games})
-        print(f"{distinct} distinct of {len(played.games)} games (by their points and steps)")
+        # from the second point: the first one's steps count the start's random no-ops
+        distinct = len({tuple(g["points"][1:]) for g in played.games})
+        print(f"{distinct} distinct of {len(played.games)} games (their points after the first)")
     if played.video is not None:
         width, height = played.size
         print(f"video: {played.video}, {played.video_frames} frames of {width}x{height}")
