@@ -309,6 +309,8 @@ def choose_mode(
             "mode n-env: explore.epsilon_at_stop follows the training score, which parallel "
             "mode's actors do not see"
         ]
+    if preset.explore.env_spread > 1.0:
+        return "n-env", ["mode n-env: explore.env_spread spreads epsilon over n-env mode's envs"]
     env_ms, learn_ms, env_share = frame_split(preset, machine, backend, precision)
     spare = machine.cores >= 4
     if machine.gpu is None and spare and env_share >= 0.2 and backend != "subprocess":

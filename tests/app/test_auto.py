@@ -64,6 +64,12 @@ def test_epsilon_that_follows_the_score_keeps_auto_off_parallel_mode():
     assert chosen.run.mode == "n-env" and "epsilon_at_stop" in choices["why"][1]
 
 
+def test_epsilon_spread_over_the_envs_keeps_auto_off_parallel_mode():
+    m = machine(cores=8, update_ms=2.0, sync=400.0, ale=500.0)  # parallel, as above
+    chosen, choices = choose(load_preset("pong-nenv", [*AUTO, "explore.env_spread=5"]), m)
+    assert chosen.run.mode == "n-env" and "env_spread" in choices["why"][1]
+
+
 def test_a_gpu_gets_more_envs_and_n_env():
     m = machine(cores=16, gpu="NVIDIA H100", update_ms=2.0)
     chosen, _ = choose(load_preset("pong-nenv", AUTO), m)
