@@ -717,7 +717,7 @@ def check_consistency(source: str, preset: Preset) -> None:
         )
     if preset.run.mode == "parallel":
         _check_parallel_actors(source, preset)
-    if explore.env_spread > 1.0 and preset.run.mode in ("parallel", "baseline"):
+    if explore.env_spread > 1.0 and preset.run.mode == "baseline":
         raise ConfigError(
             f"{source}: [explore] env_spread = {explore.env_spread:g} with mode = "
             f"'{preset.run.mode}': the spread is over n-env mode's envs; use mode = 'n-env', or "
@@ -783,9 +783,9 @@ def check_consistency(source: str, preset: Preset) -> None:
 
 def _check_parallel_actors(source: str, preset: Preset) -> None:
     """Parallel mode's actor processes see neither the training score nor the weights'
-    average, nor when the learner holds the greedy agent: the fields that follow them
-    are refused together, in one line that says how to turn each off (pong-fast sets
-    two of them)."""
+    average, nor when the learner holds the greedy agent, and their envs are not n-env
+    mode's to spread epsilon over: the fields that need them are refused together, in one
+    line that says how to turn each off (pong-fast sets three of them)."""
     follows = []
     if preset.explore.epsilon_at_stop >= 0:
         follows.append(("explore.epsilon_at_stop", f"{preset.explore.epsilon_at_stop:g}", "-1"))
@@ -795,12 +795,15 @@ def _check_parallel_actors(source: str, preset: Preset) -> None:
         follows.append(("pqn.new_games_at_hold", "true", "false"))
     if preset.pqn.learn_while_held and preset.pqn.hold_at_greedy and preset.run.actors:
         follows.append(("pqn.learn_while_held", "true", "false"))
+    if preset.explore.env_spread > 1.0:
+        follows.append(("explore.env_spread", f"{preset.explore.env_spread:g}", "1"))
     if follows:
         named = " and ".join(f"{field} = {value}" for field, value, _ in follows)
         off = " ".join(f"--set {field}={value}" for field, _, value in follows)
         raise ConfigError(
             f"{source}: [run] mode = 'parallel' with {named}: its actors see neither the "
-            f"training score, the weights' average nor the hold; use mode = 'n-env', or {off}"
+            f"training score, the weights' average, the hold nor an epsilon spread over n-env "
+            f"mode's envs; use mode = 'n-env', or {off}"
         )
 
 

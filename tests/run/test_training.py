@@ -1357,6 +1357,7 @@ def test_acting_with_the_average_needs_one_and_the_n_env_actor():
     # parallel mode's actors see neither the score nor the average: every field that
     # follows them is named in one line, with the --set that turns each off
     parallel = ["run.mode='parallel'", "run.actors=1", "explore.epsilon_at_stop=-1"]
+    parallel += ["explore.env_spread=1"]
     with pytest.raises(ConfigError, match=r"with pqn.act_with_average = true: .* or --set pqn"):
         load_preset("pong-fast", [*parallel, "pqn.act_with_average=true"])
     # nor when the learner begins to hold the greedy agent
@@ -1373,7 +1374,11 @@ def test_acting_with_the_average_needs_one_and_the_n_env_actor():
     with pytest.raises(ConfigError, match=r"epsilon_at_stop = 0 and pqn\.act_with_average") as e:
         load_preset("pong-fast", both)
     off = str(e.value).split("or --set ")[1].split(" --set ")
-    assert off == ["explore.epsilon_at_stop=-1", "pqn.act_with_average=false"]
+    assert off == [
+        "explore.epsilon_at_stop=-1",
+        "pqn.act_with_average=false",
+        "explore.env_spread=1",
+    ]
     make_plan(load_preset("pong-fast", [*both, *off, *AUTO_OFF]))  # as the line says: runs
 
 
