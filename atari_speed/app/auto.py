@@ -35,7 +35,7 @@ import numpy as np
 
 from atari_speed.agent.replay import Batch
 from atari_speed.agent.schedules import update_schedule
-from atari_speed.core.config import Preset, check_consistency, load_preset
+from atari_speed.core.config import Preset, check_consistency, load_preset, parallel_unfollowed
 from atari_speed.core.errors import ConfigError
 
 AUTO = "auto"
@@ -304,13 +304,10 @@ def choose_mode(
         return preset.run.mode, []
     if preset.dqn.algorithm == "pqn":
         return choose_pqn_mode(preset, machine, backend, precision)
-    if preset.explore.epsilon_at_stop >= 0:
-        return "n-env", [
-            "mode n-env: explore.epsilon_at_stop follows the training score, which parallel "
-            "mode's actors do not see"
-        ]
-    if preset.explore.env_spread > 1.0:
-        return "n-env", ["mode n-env: explore.env_spread spreads epsilon over n-env mode's envs"]
+    unfollowed = parallel_unfollowed(preset)
+    if unfollowed:
+        named = " and ".join(f"{field} = {value}" for field, value, _ in unfollowed)
+        return "n-env", [f"mode n-env: parallel mode's actors could not follow {named}"]
     env_ms, learn_ms, env_share = frame_split(preset, machine, backend, precision)
     spare = machine.cores >= 4
     if machine.gpu is None and spare and env_share >= 0.2 and backend != "subprocess":

@@ -781,11 +781,11 @@ def check_consistency(source: str, preset: Preset) -> None:
         )
 
 
-def _check_parallel_actors(source: str, preset: Preset) -> None:
-    """Parallel mode's actor processes see neither the training score nor the weights'
-    average, nor when the learner holds the greedy agent, and their envs are not n-env
-    mode's to spread epsilon over: the fields that need them are refused together, in one
-    line that says how to turn each off (pong-fast sets three of them)."""
+def parallel_unfollowed(preset: Preset) -> list[tuple[str, str, str]]:
+    """The fields set that parallel mode's actor processes cannot follow, each as (field,
+    its value, the value that turns it off): the actors see neither the training score
+    nor the weights' average, nor when the learner holds the greedy agent, and their envs
+    are not n-env mode's to spread epsilon over (pong-fast sets three of them)."""
     follows = []
     if preset.explore.epsilon_at_stop >= 0:
         follows.append(("explore.epsilon_at_stop", f"{preset.explore.epsilon_at_stop:g}", "-1"))
@@ -797,6 +797,13 @@ def _check_parallel_actors(source: str, preset: Preset) -> None:
         follows.append(("pqn.learn_while_held", "true", "false"))
     if preset.explore.env_spread > 1.0:
         follows.append(("explore.env_spread", f"{preset.explore.env_spread:g}", "1"))
+    return follows
+
+
+def _check_parallel_actors(source: str, preset: Preset) -> None:
+    """Parallel mode with fields its actors cannot follow is refused, in one line that
+    names them all and says how to turn each off."""
+    follows = parallel_unfollowed(preset)
     if follows:
         named = " and ".join(f"{field} = {value}" for field, value, _ in follows)
         off = " ".join(f"--set {field}={value}" for field, _, value in follows)
