@@ -43,7 +43,10 @@ class DQN(nn.Module):
     """A DQN CNN over uint8 frames scaled /255: ``network`` picks the conv torso (see
     ``NETWORKS``); with ``dueling`` the head splits into value and advantage streams; with
     ``layer_norm`` every hidden layer is normalised before its ReLU (PQN's recipe: it keeps
-    TD learning stable without a target network)."""
+    TD learning stable without a target network). With ``quantiles`` (K > 0) the head
+    gives K quantiles of the return per action, and ``forward`` their mean, the action's
+    value: everything that acts or bootstraps reads values as from any other network, and
+    only the learner asks for the quantiles (``per_quantile``)."""
 
     def __init__(
         self,
@@ -52,18 +55,25 @@ class DQN(nn.Module):
         dueling: bool = False,
         network: str = "nature",
         layer_norm: bool = False,
+        quantiles: int = 0,
     ) -> None:
         super().__init__()
+        if quantiles and dueling:
+            raise ValueError("a dueling head with quantiles is not built; one or the other")
         layers, hidden = _torso(network, in_shape[0], layer_norm)
         self.conv = nn.Sequential(*layers)
         with torch.no_grad():
             size = self.conv(torch.zeros(1, *in_shape)).shape[1]
         self.dueling = dueling
-        self.head = _mlp(size, hidden, actions, layer_norm)
+        self.actions, self.quantiles = actions, quantiles
+        self.head = _mlp(size, hidden, actions * max(quantiles, 1), layer_norm)
         if dueling:
             self.value = _mlp(size, hidden, 1, layer_norm)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, per_quantile: bool = False) -> torch.Tensor:
+        """Q values ``(B, actions)``; with ``per_quantile`` (a network with quantiles)
+        the quantiles themselves, ``(B, actions, quantiles)``, the i-th learnt for the
+        fraction (2i + 1) / (2 quantiles) of the returns (``quantile_huber_loss``)."""
         if self.conv[0].weight.is_contiguous(memory_format=torch.channels_last):
             # Frames in the weights' layout (run.channels_last): with NCHW frames oneDNN
             # reorders the float input at every conv, which takes back much of what the
@@ -72,6 +82,11 @@ class DQN(nn.Module):
             x = x.contiguous(memory_format=torch.channels_last)
         features = self.conv(_scaled(x))
         adv = _fp32_out(self.head, features)
+        if self.quantiles:
+            per = adv.view(len(adv), self.actions, self.quantiles)
+            return per if per_quantile else per.mean(dim=2)
+        if per_quantile:
+            raise ValueError("per_quantile: this network has no quantiles (dqn.quantiles = 0)")
         if not self.dueling:
             return adv
         return _fp32_out(self.value, features) + adv - adv.mean(dim=1, keepdim=True)
@@ -110,8 +125,13 @@ def pick_device(name: str) -> torch.device:
 
 
 def build_network(cfg: DQNConfig, obs_shape: tuple[int, ...], actions: int) -> DQN:
-    """The preset's network (``dqn.network``, ``dueling``, ``layer_norm``) for these
-    observations."""
+    """The preset's network (``dqn.network``, ``dueling``, ``layer_norm``, ``quantiles``)
+    for these observations."""
     return DQN(
-        obs_shape, actions, dueling=cfg.dueling, network=cfg.network, layer_norm=cfg.layer_norm
+        obs_shape,
+        actions,
+        dueling=cfg.dueling,
+        network=cfg.network,
+        layer_norm=cfg.layer_norm,
+        quantiles=cfg.quantiles,
     )

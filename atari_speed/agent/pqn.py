@@ -68,7 +68,7 @@ class QLambdaLearner:
         # The updates' forward pass; the actor, targets and evaluations use self.net as it
         # is. A compiled module shares the network's parameters, so the optimizer, the
         # checkpoints and the actor see every update either way.
-        self.train_net: Callable[[torch.Tensor], torch.Tensor] = (
+        self.train_net: Callable[..., torch.Tensor] = (
             torch.compile(self.net) if compile else self.net
         )
         self.compile_pending = compile  # until the first compiled update has run
@@ -206,15 +206,21 @@ class QLambdaLearner:
 
     def _backward(
         self,
-        net: Callable[[torch.Tensor], torch.Tensor],
+        net: Callable[..., torch.Tensor],
         obs: torch.Tensor,
         actions: torch.Tensor,
         returns: torch.Tensor,
     ) -> torch.Tensor:
-        with self.autocast():
-            q_all = net(obs)
-        q = q_all.float().gather(1, actions.unsqueeze(1)).squeeze(1)
-        loss = F.smooth_l1_loss(q, returns) if self.cfg.huber else F.mse_loss(q, returns)
+        if self.cfg.quantiles:
+            with self.autocast():
+                per = net(obs, True)  # (B, actions, quantiles), fp32: the head's output
+            taken = per.gather(1, actions.view(-1, 1, 1).expand(-1, 1, per.shape[2])).squeeze(1)
+            loss = quantile_huber_loss(taken, returns)
+        else:
+            with self.autocast():
+                q_all = net(obs)
+            q = q_all.float().gather(1, actions.unsqueeze(1)).squeeze(1)
+            loss = F.smooth_l1_loss(q, returns) if self.cfg.huber else F.mse_loss(q, returns)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         return loss
@@ -234,6 +240,22 @@ class QLambdaLearner:
         self.net.load_state_dict(state["net"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
+
+
+def quantile_huber_loss(quantiles: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """QR-DQN's loss (Dabney et al. 2018, kappa 1) of ``quantiles`` ``(B, K)``, the i-th
+    for the fraction tau_i = (2i + 1) / (2K), against one target return each, ``(B,)``:
+    Huber's loss of each error, weighted tau_i where the target is above the quantile and
+    1 - tau_i where below, so its minimum over many targets is near their tau_i-quantile
+    (at it where the errors are beyond Huber's kappa; within it, an expectile). Averaged
+    over quantiles and batch. PQN's target is a sampled Q(lambda) return, not a
+    distribution, so the quantiles are those of the returns the rollouts draw."""
+    k = quantiles.shape[1]
+    tau = (torch.arange(k, device=quantiles.device, dtype=torch.float32) + 0.5) / k
+    errors = targets.unsqueeze(1) - quantiles
+    huber = F.smooth_l1_loss(quantiles, targets.unsqueeze(1).expand_as(quantiles), reduction="none")
+    weight = torch.abs(tau - (errors.detach() < 0).float())
+    return (weight * huber).mean()
 
 
 def rows(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

@@ -266,6 +266,16 @@ class DQNConfig:
     dueling: bool = doc("dueling head", False)
     layer_norm: bool = doc("normalise every hidden layer before its ReLU (PQN needs it)", False)
     huber: bool = doc("Huber loss instead of the book's MSE", False)
+    quantiles: int = doc(
+        "0 = one value per action; else this many quantiles of the return per action, learnt "
+        "by quantile regression (QR-DQN's quantile Huber loss, Dabney et al. 2018) towards "
+        "PQN's Q(lambda) returns, the actions chosen and the returns bootstrapped by their "
+        "mean: Dopamine's quantile agents (QR-DQN, IQN) learn DoubleDunk where its DQN, C51 "
+        "and Rainbow do not (docs/atari.md). PQN only, not dueling",
+        0,
+        low=0,
+        high=256,
+    )
 
 
 @dataclass(frozen=True)
@@ -751,6 +761,13 @@ def check_consistency(source: str, preset: Preset) -> None:
             "= 0: there is no average to play; set eval.average_steps, or average_from = -1000"
         )
     _check_follow_greedy(source, preset)
+    if preset.dqn.quantiles and (preset.dqn.algorithm != "pqn" or preset.dqn.dueling):
+        raise ConfigError(
+            f"{source}: [dqn] quantiles = {preset.dqn.quantiles} with algorithm = "
+            f"'{preset.dqn.algorithm}' and dueling = {str(preset.dqn.dueling).lower()}: "
+            "quantiles are learnt by PQN's learner, without a dueling head; set algorithm = "
+            "'pqn' and dueling = false, or quantiles = 0"
+        )
     if preset.dqn.algorithm == "pqn":
         _check_pqn(source, preset)
         return

@@ -50,6 +50,7 @@ class Checkpoint:
     net: dict[str, torch.Tensor]  # the online network's weights
     network: str = "nature"  # dqn.network; checkpoints from before that field are Nature's
     layer_norm: bool = False  # dqn.layer_norm (PQN's networks)
+    quantiles: int = 0  # dqn.quantiles; checkpoints from before that field have none
     learner: dict[str, Any] | None = None  # target net, optimizer, updates: to resume
     stats: dict[str, Any] | None = None  # the tracker's scores and wall time: to resume
     rng: dict[str, Any] | None = None  # numpy and torch RNG states: to resume
@@ -91,6 +92,7 @@ class Checkpoint:
             dueling=self.dueling,
             network=self.network,
             layer_norm=self.layer_norm,
+            quantiles=self.quantiles,
         )
         try:
             average = self.average if evaluated and self.evaluates_average() else None

@@ -613,6 +613,7 @@ class Run:
             dueling=self.preset.dqn.dueling,
             network=self.preset.dqn.network,
             layer_norm=self.preset.dqn.layer_norm,
+            quantiles=self.preset.dqn.quantiles,
             frames=self.frames if frames is None else frames,
             net=net_state if net_state is not None else self.learner.net.state_dict(),
             learner=self.learner.state_dict() if resumable else None,
@@ -645,11 +646,13 @@ class Run:
             "observations": list(plan.obs_shape),
             "network": dqn.network,
             "dueling": dqn.dueling,
+            "quantiles": dqn.quantiles,
         }
         theirs = {
             "observations": list(checkpoint.obs_shape),
             "network": checkpoint.network,
             "dueling": checkpoint.dueling,
+            "quantiles": checkpoint.quantiles,
         }
         if ours != theirs:
             raise ConfigError(

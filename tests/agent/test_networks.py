@@ -73,3 +73,19 @@ def test_the_first_conv_gets_frames_in_autocasts_dtype(bf16):
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         net(_every_pixel_value((2, 4, 42, 42)))
     assert seen == [torch.bfloat16 if bf16 else torch.float32]
+
+
+def test_a_network_with_quantiles_values_each_action_by_their_mean():
+    torch.manual_seed(0)
+    net = DQN((4, 42, 42), 6, network="small", layer_norm=True, quantiles=5)
+    x = torch.randint(0, 255, (3, 4, 42, 42), dtype=torch.uint8)
+    with torch.no_grad():
+        per = net(x, True)
+        q = net(x)
+    assert per.shape == (3, 6, 5) and q.shape == (3, 6)
+    torch.testing.assert_close(q, per.mean(dim=2), rtol=0, atol=0)
+    assert not torch.allclose(per[..., 0], per[..., 1]), "five outputs per action, not one"
+    with pytest.raises(ValueError, match="no quantiles"):
+        DQN((4, 42, 42), 6, network="small")(x, True)
+    with pytest.raises(ValueError, match="dueling head with quantiles"):
+        DQN((4, 42, 42), 6, network="small", dueling=True, quantiles=5)

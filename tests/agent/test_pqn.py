@@ -11,7 +11,7 @@ import torch
 
 from atari_speed.agent.networks import DQN
 from atari_speed.agent.optim import FusedAdam, FusedRAdam
-from atari_speed.agent.pqn import INFERENCE_BATCH, QLambdaLearner
+from atari_speed.agent.pqn import INFERENCE_BATCH, QLambdaLearner, quantile_huber_loss
 from atari_speed.agent.rollout import RolloutStore, q_lambda_returns
 from atari_speed.core.config import DQNConfig, PQNConfig
 from atari_speed.core.timing import Profiler
@@ -45,11 +45,14 @@ def learner(
     device: str = "cpu",
     compile: bool = False,
     shape: tuple[int, ...] = SHAPE,
+    quantiles: int = 0,
     **pqn,
 ) -> QLambdaLearner:
     torch.manual_seed(0)
-    net = DQN(shape, 3, network="small", layer_norm=True)
-    cfg = DQNConfig(algorithm="pqn", learning_rate=1e-3, gamma=0.9, layer_norm=True)
+    net = DQN(shape, 3, network="small", layer_norm=True, quantiles=quantiles)
+    cfg = DQNConfig(
+        algorithm="pqn", learning_rate=1e-3, gamma=0.9, layer_norm=True, quantiles=quantiles
+    )
     return QLambdaLearner(
         net,
         cfg,
@@ -558,3 +561,33 @@ def test_a_minibatch_has_the_rows_of_its_indices_in_the_rollouts_layout(channels
     assert got.is_contiguous(memory_format=layout)
     returns = torch.arange(64, dtype=torch.float32)
     assert torch.equal(rows(returns, index), returns[index])
+
+
+def test_the_quantile_loss_is_least_at_the_quantiles_of_the_targets():
+    targets = torch.linspace(0.0, 100.0, 1001)  # uniform: its tau-quantile is 100 tau
+    quantiles = torch.full((1, 4), 50.0, requires_grad=True)
+    optimizer = torch.optim.Adam([quantiles], lr=1.0)
+    for _ in range(400):
+        optimizer.zero_grad()
+        quantile_huber_loss(quantiles.expand(len(targets), 4), targets).backward()
+        optimizer.step()
+    # the i-th for the fraction (2i + 1) / 8: 12.5, 37.5, 62.5, 87.5
+    assert quantiles.detach()[0].tolist() == pytest.approx([12.5, 37.5, 62.5, 87.5], abs=1.0)
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_a_learner_with_quantiles_fits_its_returns_and_acts_on_their_mean(bf16):
+    rollout = filled_rollout()
+    pqn = learner(bf16=bf16, quantiles=8, epochs=3, minibatches=4, lr_decay=False)
+    rng = np.random.default_rng(0)
+    pqn.learn(rollout, 0.0, rng)
+    first = pqn.pop_loss()
+    for _ in range(15):
+        pqn.learn(rollout, 0.0, rng)
+    assert pqn.pop_loss() < 0.5 * first
+    obs = torch.from_numpy(rollout.obs[0])
+    with torch.no_grad(), pqn.autocast():  # max_q's precision
+        per = pqn.net(obs, True)
+    assert pqn.max_q(rollout.obs[0]) == pytest.approx(per.mean(dim=2).max(dim=1).values.numpy())
+    spread = (per[..., -1] - per[..., 0]).mean().item()
+    assert spread > 0.1, "the returns differ from row to row: the quantiles must spread"

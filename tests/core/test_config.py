@@ -150,3 +150,14 @@ def test_evaluations_cut_short_need_a_stop_reward_a_game_can_reach(overrides, ma
     load_preset("pong-nenv", ["eval.max_game_score=21.0"])  # Pong's 18: accepted
     with pytest.raises(ConfigError, match=match):
         load_preset("pong-nenv", ["eval.max_game_score=21.0", *overrides])
+
+
+@pytest.mark.parametrize(
+    "preset, overrides",
+    [("pong-nenv", ["dqn.quantiles=8"]), ("pong-fast", ["dqn.quantiles=8", "dqn.dueling=true"])],
+)
+def test_quantiles_are_pqns_without_a_dueling_head(preset, overrides):
+    assert load_preset("atari-84", ["dqn.quantiles=8"]).dqn.quantiles == 8
+    match = r"\[dqn\] quantiles = 8 with algorithm = '.*or quantiles = 0"
+    with pytest.raises(ConfigError, match=match):
+        load_preset(preset, overrides)

@@ -195,3 +195,27 @@ def test_the_subprocess_backend_checkpoints_each_envs_phase_on_the_way_out(tmp_p
     assert out.returncode == 0, out.stderr
     checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
     assert checkpoint.env_phases == [64] * 4
+
+
+def test_a_run_with_quantiles_checkpoints_plays_and_resumes_only_with_them(tmp_path):
+    quantiles = ["--set", "dqn.quantiles=4"]
+    out = train_here(*TINY, *quantiles, "--frames", "512", "--run-dir", str(tmp_path / "a"))
+    assert out.returncode == 0, out.stderr
+    data = load_checkpoint(tmp_path / "a" / "checkpoint.pt")
+    assert data.quantiles == 4 and data.learner["updates"] == 32
+    net = data.policy(torch.device("cpu"))
+    x = torch.randint(0, 255, (2, *data.obs_shape), dtype=torch.uint8)
+    with torch.no_grad():
+        assert net(x, True).shape == (2, data.actions, 4)
+    played = play_here(str(tmp_path / "a"), "--no-window", "--max-seconds", "1", "--json")
+    assert played.returncode == 0, played.stderr
+    assert json.loads(played.stdout)["steps_trained"] == 512
+    # a resume takes the checkpoint's preset, quantiles included, unless told otherwise
+    args = ["--frames", "1024", "--resume", str(tmp_path / "a" / "checkpoint.pt")]
+    without = ["--set", "dqn.quantiles=0", "--run-dir", str(tmp_path / "b")]
+    refused = train_here(*TINY, *args, *without)
+    assert refused.returncode == 2
+    assert "'quantiles': 4" in refused.stderr and "'quantiles': 0" in refused.stderr
+    resumed = train_here(*TINY, *args, "--run-dir", str(tmp_path / "c"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert load_checkpoint(tmp_path / "c" / "checkpoint.pt").learner["updates"] == 64
