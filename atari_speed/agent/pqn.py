@@ -252,9 +252,9 @@ def quantile_huber_loss(quantiles: torch.Tensor, targets: torch.Tensor) -> torch
     distribution, so the quantiles are those of the returns the rollouts draw."""
     k = quantiles.shape[1]
     tau = (torch.arange(k, device=quantiles.device, dtype=torch.float32) + 0.5) / k
-    errors = targets.unsqueeze(1) - quantiles
-    huber = F.smooth_l1_loss(quantiles, targets.unsqueeze(1).expand_as(quantiles), reduction="none")
-    weight = torch.abs(tau - (errors.detach() < 0).float())
+    targets = targets.unsqueeze(1).expand_as(quantiles)
+    huber = F.smooth_l1_loss(quantiles, targets, reduction="none")
+    weight = torch.abs(tau - (targets < quantiles.detach()).float())
     return (weight * huber).mean()
 
 

@@ -270,8 +270,7 @@ class DQNConfig:
         "0 = one value per action; else this many quantiles of the return per action, learnt "
         "by quantile regression (QR-DQN's quantile Huber loss, Dabney et al. 2018) towards "
         "PQN's Q(lambda) returns, the actions chosen and the returns bootstrapped by their "
-        "mean: Dopamine's quantile agents (QR-DQN, IQN) learn DoubleDunk where its DQN, C51 "
-        "and Rainbow do not (docs/atari.md). PQN only, not dueling",
+        'mean (docs/atari.md, "DoubleDunk with quantiles"). PQN only, not dueling',
         0,
         low=0,
         high=256,
