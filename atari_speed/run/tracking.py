@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -421,6 +422,8 @@ class Tracker:
             "envs": self.plan.total_envs,
             "device": str(self.plan.device),
             "torch_threads": torch.get_num_threads(),
+            # how long idle OpenMP threads spin (atari_speed/core/openmp.py): it moves FPS
+            "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
             "algorithm": preset.dqn.algorithm,
             "precision": "bf16" if self.plan.bf16 else "fp32",
             "update_to_data": self.update_to_data(),
