@@ -6,8 +6,8 @@ milliseconds on an AMD Zen 4), in case another region follows. After an update's
 follows within microseconds and the spin pays; after acting, the next thing to run is the
 emulator's step on the same cores, and the spinning thread takes a core from it. 30,000
 pauses keep the threads awake through an update and give the core back early in an env
-step: on a 2-core Zen 4 pong-fast's env step took 1.2x less time and the loop ~1.05x less,
-with the same weights bit for bit (docs/roofline.md, "OpenMP's spinning threads").
+step: on a 2-core Zen 4 pong-fast's env step took 1.2x less time, and whole runs stepped
+1.07-1.09x as fast with the same learning (docs/roofline.md, "OpenMP's spinning threads").
 
 libgomp reads the variable once, when it loads, so this module is imported first by the
 package (``atari_speed/__init__.py``); a value already in the environment wins, and so

@@ -27,7 +27,11 @@ print(seen[0])
 def probe(**env: str) -> str:
     clean = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
     out = subprocess.run(
-        [sys.executable, "-c", PROBE], env={**clean, **env}, capture_output=True, text=True
+        [sys.executable, "-c", PROBE],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
