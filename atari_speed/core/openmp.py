@@ -1,13 +1,13 @@
 """How long OpenMP's idle threads spin before they sleep, set before torch loads.
 
 torch on Linux runs its CPU ops on GNU OpenMP (libgomp), whose threads spin on a core
-after each parallel region, for ``GOMP_SPINCOUNT`` pauses (300,000 by default: several
-milliseconds on an AMD Zen 4), in case another region follows. After an update's ops one
-follows within microseconds and the spin pays; after acting, the next thing to run is the
-emulator's step on the same cores, and the spinning thread takes a core from it. 30,000
-pauses keep the threads awake through an update and give the core back early in an env
-step: on a 2-core Zen 4 pong-fast's env step took 1.2x less time, and whole runs stepped
-1.07-1.09x as fast with the same learning (docs/roofline.md, "OpenMP's spinning threads").
+after each parallel region, for ``GOMP_SPINCOUNT`` pauses (300,000 by default:
+milliseconds), in case another region follows. After an update's ops one follows within
+microseconds and the spin pays; after acting, the next thing to run is the emulator's step
+on the same cores, and the spinning thread takes a core from it. 30,000 pauses keep the
+threads awake through an update and give the core back early in an env step: the same
+arithmetic, bit for bit. What it buys, measured, and on which CPU:
+docs/roofline.md, "OpenMP's spinning threads".
 
 libgomp reads the variable once, when it loads, so this module is imported first by the
 package (``atari_speed/__init__.py``); a value already in the environment wins, and so
