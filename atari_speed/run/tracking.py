@@ -124,6 +124,30 @@ class Record:
         except TypeError as err:  # a field this version does not know: a newer checkpoint
             raise ConfigError(f"--resume: the checkpoint's record does not fit ({err})") from None
 
+    def restop(self, stop_reward: float) -> None:
+        """Judge the run's past by ``stop_reward``, which a --set given with --resume may
+        have changed: the smoothed score is solved from the first time it reached a level
+        the record holds (the milestones and the old stop reward) at or above it (lowered
+        below the best, the latest it can have been), the greedy agent from the first
+        evaluation that played it. Without this a run solved at 18 and resumed to go on
+        to 20 stopped at once, solved."""
+        scores = self.scores
+        if stop_reward == scores.stop_reward:
+            return
+        scores.stop_reward = stop_reward
+        reached = scores.reached.items()
+        scores.solved_at = min(
+            (at for level, at in reached if float(level) >= stop_reward), default=None
+        )
+        self.eval_solved_at = next(
+            (
+                (float(e["seconds"]), int(e["steps"]))
+                for e in self.evaluations
+                if e["reward"] >= stop_reward and not (e.get("final") or e.get("at_most"))
+            ),
+            None,
+        )
+
     @classmethod
     def from_old_stats(cls, stats: dict[str, Any], stop_reward: float) -> Record:
         """The part of a record that checkpoints from before ``Record`` carried (no
@@ -480,7 +504,7 @@ class Tracker:
             record = Record.from_dict(stats["record"])
         else:
             record = Record.from_old_stats(stats, stop_reward)
-        record.scores.stop_reward = stop_reward  # a --set given with --resume may change it
+        record.restop(stop_reward)  # a --set given with --resume may change it
         # this run's choices (a loop's threads, a --set's) over the first start's (auto's)
         record.choices = {**record.choices, **self.record.choices}
         record.resumed_at = [*record.resumed_at, frames]

@@ -350,3 +350,43 @@ def test_a_final_evaluation_is_no_greedy_solve_during_the_run(tmp_path):
         assert summary["evaluations"][0]["final"] is True
     finally:
         tracker.close()
+
+
+def test_a_resume_with_another_stop_reward_judges_the_past_by_it(tmp_path):
+    """A run solved at 18 and resumed with run.stop_reward 20 trains on to 20 (it stopped
+    at once, solved, before); lowered, it is solved when it first reached a recorded level
+    at or above the new one."""
+    first = tracker_at(tmp_path / "first", stop_reward=18.0)
+    seconds = 0.0
+    while first.scores.solved_at is None:
+        seconds += 10.0
+        first.scores.add(Game(21.0 if seconds > 10 else -21.0, 900), seconds, int(seconds * 100))
+    first.evaluated(17.0, 1_000, 5.0, at_most=True)
+    first.evaluated(18.5, 2_000, 15.0)
+    first.evaluated(20.5, 3_000, 25.0)
+    first.frames = int(seconds * 100)
+    stats = first.stats()
+    solved_18 = first.scores.solved_at
+
+    same = tracker_at(tmp_path / "same", stop_reward=18.0)
+    same.restore(stats, first.frames)
+    assert same.scores.solved_at == solved_18
+    assert same.record.eval_solved_at[1] == 2_000
+
+    higher = tracker_at(tmp_path / "higher", stop_reward=20.0)
+    higher.restore(stats, first.frames)
+    assert higher.scores.solved_at is None, "not solved at 20: the resumed run trains on"
+    assert higher.summary()["solved"] is False
+    assert higher.record.eval_solved_at == (25.0, 3_000), "the evaluation that played 20.5"
+    while higher.scores.solved_at is None:
+        seconds += 10.0
+        higher.scores.add(Game(21.0, 900), seconds, int(seconds * 100))
+    assert higher.scores.reached["20"] == higher.scores.solved_at
+    assert higher.scores.reached["18"] == solved_18, "the past's milestones stay"
+
+    lower = tracker_at(tmp_path / "lower", stop_reward=10.0)
+    lower.restore(stats, first.frames)
+    assert lower.scores.solved_at == solved_18, "the first recorded level at or above 10"
+    assert lower.record.eval_solved_at[1] == 2_000, "the first evaluation at 10 or more"
+    for tracker in (first, same, higher, lower):
+        tracker.close()
