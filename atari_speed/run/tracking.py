@@ -143,7 +143,7 @@ class Record:
             (
                 (float(e["seconds"]), int(e["steps"]))
                 for e in self.evaluations
-                if e["reward"] >= stop_reward and not (e.get("final") or e.get("at_most"))
+                if solves_greedy(e, stop_reward)
             ),
             None,
         )
@@ -401,9 +401,7 @@ class Tracker:
             entry["at_most"] = True
         record.evaluations.append(entry)
         self.writer.add_scalar("eval/at_most" if at_most else "eval/reward", reward, steps)
-        # the greedy agent's solve during the run: a final one comes after the run's end
-        stop = self.plan.preset.run.stop_reward
-        if record.eval_solved_at is None and reward >= stop and not (final or at_most):
+        if record.eval_solved_at is None and solves_greedy(entry, self.plan.preset.run.stop_reward):
             record.eval_solved_at = (seconds, steps)
         if self.lines:
             self.print_line()
@@ -566,6 +564,14 @@ class Tracker:
                 first = first or err
         if first is not None:
             raise first
+
+
+def solves_greedy(evaluation: dict[str, Any], stop_reward: float) -> bool:
+    """Whether an evaluation (an entry of ``Record.evaluations``) is the greedy agent's
+    solve: its mean reached ``stop_reward`` during the run. A final one comes after the
+    run's end, and a cut-short one's mean is only the most it could have been."""
+    final, cut = evaluation.get("final"), evaluation.get("at_most")
+    return evaluation["reward"] >= stop_reward and not (final or cut)
 
 
 def summary_steps(data: dict[str, Any], key: str = "steps") -> Any:
